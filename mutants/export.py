@@ -1,0 +1,77 @@
+"""Write mutants as anonymous submission files plus an instructor's manifest.
+
+File names carry no hint of the bug: ``submission_07.py``, numbered by a
+deterministic shuffle (seeded by SHUFFLE_SEED). ``manifest.json`` and
+``manifest.csv`` map each file to its mutant id, cause and assignment. Nothing
+is overwritten unless ``force`` is given.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from pathlib import Path
+
+from .model import Mutant, source
+
+SHUFFLE_SEED = 20240607
+MANIFEST_JSON = "manifest.json"
+MANIFEST_CSV = "manifest.csv"
+MANIFEST_FIELDS = ("file", "id", "cause", "assignment", "reference")
+
+
+class ExportError(Exception):
+    """Export refused (files would be overwritten)."""
+
+    def __init__(self, message: str, existing: list[Path]):
+        super().__init__(message)
+        self.existing = existing
+
+
+def plan_export(mutants: tuple[Mutant, ...] | list[Mutant]) -> list[tuple[str, Mutant]]:
+    """(file name, mutant) pairs, in file-name order.
+
+    The order is a shuffle of the mutants sorted by id, seeded by SHUFFLE_SEED, so
+    the same set of mutants always gets the same numbers.
+    """
+    ordered = sorted(mutants, key=lambda m: m.id)
+    random.Random(SHUFFLE_SEED).shuffle(ordered)
+    width = max(2, len(str(len(ordered))))
+    return [(f"submission_{n:0{width}d}.py", m) for n, m in enumerate(ordered, start=1)]
+
+
+def _manifest_rows(plan: list[tuple[str, Mutant]]) -> list[dict[str, str]]:
+    return [{"file": name, "id": m.id, "cause": m.cause, "assignment": m.assignment,
+             "reference": m.reference} for name, m in plan]
+
+
+def export_submissions(directory: str | Path, mutants, force: bool = False) -> list[tuple[str, Mutant]]:
+    """Write every mutant to ``directory`` and the manifests; return the plan.
+
+    Raises ExportError, writing nothing, if any file it would write exists and
+    ``force`` is false.
+    """
+    directory = Path(directory)
+    plan = plan_export(mutants)
+    targets = [directory / name for name, _ in plan] + [directory / MANIFEST_JSON, directory / MANIFEST_CSV]
+    existing = [p for p in targets if p.exists()]
+    if existing and not force:
+        shown = ", ".join(p.name for p in existing[:5]) + (" ..." if len(existing) > 5 else "")
+        raise ExportError(
+            f"{len(existing)} file(s) already exist in {directory} ({shown}); "
+            "refusing to overwrite them (use --force to replace them)", existing)
+    texts = {name: source(m) for name, m in plan}      # build everything before writing anything
+    rows = _manifest_rows(plan)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    manifest = {row["file"]: {k: row[k] for k in MANIFEST_FIELDS if k != "file"} for row in rows}
+    (directory / MANIFEST_JSON).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (directory / MANIFEST_CSV).write_text(buffer.getvalue(), encoding="utf-8")
+    return plan
