@@ -1,0 +1,39 @@
+"""The library API that the CLI, the grader and the self-test all use: one submission in, one result out."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .engine import build_result
+from .runner import Limits, run_child
+
+
+def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
+               quick: bool = False, limits: Limits | None = None, on_event=None, isolate: str = "auto") -> dict:
+    """Run every probe on one submission in a child process; return the validated result with diagnoses."""
+    path = Path(path)
+    outcome = run_child(path, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
+                        on_event=on_event, isolate=isolate)
+    return build_result(outcome, str(path), assignment, quick=quick)
+
+
+def exit_code(result: dict) -> int:
+    return 0 if result["verdict"] == "clean" else 1
+
+
+def write_json_atomic(obj, path: str | os.PathLike) -> None:
+    """Write, then rename: a reader never sees half a file, a crash never destroys the old one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,20 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="bad-output-init",
+    title="First loss far above ln V: the output layer or its initialisation is wrong",
+    what="The untrained model's logits are far too large (a scaled output layer, a huge init).",
+    why="A model that has learned nothing should be near uniform (ln 13 = 2.565, ~3.3 with random logits); "
+        "large random logits make it confidently wrong.",
+    symptom="First-step loss far above 3.5 (e.g. 8.0).",
+    fix="Leave the generator as nn.Linear(d_model, vocab) with the Xavier init; do not scale the logits.",
+    lesson="Step 0 'If your first loss is 8.0, the output layer or the initialisation is wrong'.",
+    assignments=("reversal",),
+)
+
+
+def diagnose(ev):
+    c = ev.failed("first-loss")
+    if not c or (c["measured"] or 0) < 4.0 or ev.failed("attn-rows-sum"):
+        return None
+    return Finding(0.85, [say(c)], c.get("location"))

@@ -1,0 +1,84 @@
+"""A cause is a small document (what, why, symptom, fix) with a stable id, plus one rule.
+
+The rule reads checks (what the probes measured) and returns a Finding when
+the measurements point at this cause, or None. Ids are public API: they are
+in JSON, reports and grades; never rename or reuse one, add a new id instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str
+    title: str
+    what: str
+    why: str
+    symptom: str
+    fix: str
+    lesson: str = ""
+    assignments: tuple = ("reversal", "block")
+
+
+@dataclass
+class Finding:
+    confidence: float
+    evidence: list
+    location: dict | None = None
+    explains: tuple = ()          # check ids whose failure this cause accounts for
+    fix: str | None = None        # overrides the cause's fix when the finding knows better
+
+
+class Evidence:
+    """Read-only view of the validated checks, for rules."""
+
+    def __init__(self, result: dict):
+        self.result = result
+        self.by_id = {}
+        for c in result.get("checks", []):
+            self.by_id.setdefault(c["id"], c)
+        self.assignment = result.get("assignment")
+        self.load = result.get("load", {})
+
+    def get(self, id):
+        return self.by_id.get(id)
+
+    def status(self, id):
+        c = self.by_id.get(id)
+        return c["status"] if c else None
+
+    def failed(self, id):
+        c = self.by_id.get(id)
+        return c if c and c["status"] == "fail" else None
+
+    def passed(self, id):
+        return self.status(id) == "pass"
+
+    def data(self, id) -> dict:
+        c = self.by_id.get(id)
+        return (c or {}).get("data") or {}
+
+    def errors(self):
+        return [c for c in self.by_id.values() if c["status"] == "error" and not (c.get("data") or {}).get("harness_error")]
+
+    def errors_matching(self, *needles):
+        out = []
+        for c in self.errors():
+            msg = ((c.get("data") or {}).get("message") or c.get("detail") or "").lower()
+            if any(n in msg for n in needles):
+                out.append(c)
+        return out
+
+
+def say(c: dict) -> str:
+    """One evidence line: measured vs expected, in numbers."""
+    m = c.get("measured")
+    if isinstance(m, float):
+        m = f"{m:.4g}"
+    text = f"{c['id']}: measured {m}"
+    if c.get("expected"):
+        text += f", expected {c['expected']}"
+    if c.get("detail"):
+        text += f" ({c['detail']})"
+    return text

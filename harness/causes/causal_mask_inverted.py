@@ -1,0 +1,31 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="causal-mask-inverted",
+    title="Causal mask inverted: each position sees the future and not the past",
+    what="The target mask keeps the upper triangle (triu) instead of the lower (tril), or the causal mask is "
+         "negated.",
+    why="Training can copy the answer from later positions, so the loss looks excellent; at generation there is "
+        "no future to copy from.",
+    symptom="Training loss excellent, generation garbage; the leakage test fails; later outputs ignore earlier "
+            "tokens.",
+    fix="Build the causal part with torch.tril (True on and below the diagonal = allowed); print the mask and run "
+        "the leakage test.",
+    lesson="Debugging table, row 2.",
+)
+
+
+def diagnose(ev):
+    if ev.assignment == "block":
+        c = ev.failed("block-causal")
+        if c and (c.get("data") or {}).get("kind") == "inverted":
+            return Finding(0.9, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
+        return None
+    c = ev.failed("causal-leak")
+    if not c or ev.failed("attn-rows-sum") or ev.failed("heads-permutation"):
+        return None
+    if (c.get("data") or {}).get("past_fraction", 1) > 0.2:
+        return None
+    return Finding(0.9, [say(c), "later outputs do not depend on earlier tokens: the mask keeps the future and "
+                                 "blocks the past"], c.get("location"),
+                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy"))

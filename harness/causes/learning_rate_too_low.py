@@ -1,0 +1,23 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="learning-rate-too-low",
+    title="Learning rate far too low",
+    what="The optimizer's learning rate never gets near a useful value (the lesson peaks at 1e-3 with Adam).",
+    why="Each update is too small to move the loss within any practical number of steps.",
+    symptom="Loss stuck near ln V = 2.565 and never moves.",
+    fix="Use Adam with lr=1e-3 (peak after warmup); check the lr your scheduler actually gives with "
+        "sched.get_last_lr().",
+    lesson="Debugging table, row 4.",
+    assignments=("reversal",),
+)
+
+
+def diagnose(ev):
+    c = ev.get("lr-schedule")
+    if not c or c["status"] != "fail":
+        return None
+    peak = (c.get("data") or {}).get("peak")
+    if peak is None or peak >= 5e-5:
+        return None
+    return Finding(0.9, [say(c)], c.get("location"), explains=("lr-schedule", "brief-training", "decode-accuracy"))

@@ -1,0 +1,19 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="missing-sqrt-dk",
+    title="Scores not divided by sqrt(d_k): the softmax saturates",
+    what="Attention scores are Q @ K^T without the division by sqrt(d_k).",
+    why="q.k has standard deviation sqrt(d_k); unscaled, softmax rows become nearly one-hot at initialisation and "
+        "their gradient vanishes (0.9999939 and 6e-6 at a gap of 12).",
+    symptom="The largest attention weight per row is far above the reference's ~0.5 at init; training is slower.",
+    fix="scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k).",
+    lesson="Debugging table, row 3; Step 2 'The division by sqrt(d_k)'.",
+)
+
+
+def diagnose(ev):
+    c = ev.failed("attn-saturation" if ev.assignment == "reversal" else "block-saturation")
+    if not c or ev.failed("attn-rows-sum") or ev.failed("block-rows-sum"):
+        return None
+    return Finding(0.85, [say(c)], c.get("location"), explains=("brief-training", "overfit"))

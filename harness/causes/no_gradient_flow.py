@@ -1,0 +1,19 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="no-gradient-flow",
+    title="Gradients do not reach part of the model (detach or no_grad)",
+    what="An input, an embedding or the encoder output is detached or computed under torch.no_grad().",
+    why="Parameters before the cut never receive a gradient, so they never learn.",
+    symptom="grad_norm 0 for the encoder (or the whole model); loss stuck near ln V.",
+    fix="Remove the .detach() / torch.no_grad() from the training path (keep no_grad only in greedy_decode).",
+    lesson="Debugging table, row 4.",
+    assignments=("reversal",),
+)
+
+
+def diagnose(ev):
+    c = ev.failed("gradient-flow")
+    if not c:
+        return None
+    return Finding(0.9, [say(c)], c.get("location"), explains=("overfit", "brief-training", "decode-accuracy"))

@@ -1,0 +1,20 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="positional-encoding-formula",
+    title="Positional encoding does not follow the formula",
+    what="The sinusoidal table has the wrong exponent (i instead of 2i/d) or sin and cos in the wrong columns.",
+    why="The encoding still varies with position, so nothing errors, but the relative-position structure the "
+        "model relies on is wrong.",
+    symptom="The table differs from PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...).",
+    fix="div = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model)); "
+        "pe[:, 0::2] = sin(pos * div); pe[:, 1::2] = cos(pos * div).",
+    lesson="Step 1 'what you must not get wrong is the exponent 2i/d'.",
+)
+
+
+def diagnose(ev):
+    c = ev.failed("pe-formula")
+    if not c:
+        return None
+    return Finding(0.9, [say(c)], c.get("location"))

@@ -1,0 +1,24 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="positional-encoding-trainable",
+    title="Positional table is a trainable Parameter",
+    what="The sinusoidal table is stored as nn.Parameter instead of a buffer.",
+    why="A constant table should never receive gradient; as a Parameter the optimizer changes it (and it adds "
+        "max_len x d_model parameters to the count).",
+    symptom="Parameter count above the lesson's 235,981; the table drifts during training.",
+    fix="self.register_buffer('pe', pe.unsqueeze(0)).",
+    lesson="Step 1 'register_buffer rather than nn.Parameter'.",
+    assignments=("reversal",),
+)
+
+
+def diagnose(ev):
+    c = ev.failed("pe-buffer")
+    if not c:
+        return None
+    lines = [say(c)]
+    pc = ev.get("param-count")
+    if pc and pc["status"] != "pass":
+        lines.append(say(pc))
+    return Finding(0.9, lines, c.get("location"))

@@ -1,0 +1,28 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="positional-max-len",
+    title="Positional table too short for the sequences",
+    what="The positional-encoding table is built for fewer positions than the model is used with (max_len "
+         "ignored or too small).",
+    why="x + pe[:, :T] fails (or silently broadcasts wrongly) as soon as T exceeds the table.",
+    symptom="Works at length 6, fails at length 30.",
+    fix="Build PositionalEncoding(d_model, max_len) with the model's max_len (64 here, or more than the longest "
+        "sequence you will feed).",
+    lesson="Debugging table, row 8.",
+    assignments=("reversal",),
+)
+
+
+def diagnose(ev):
+    c = ev.failed("long-inputs")
+    if not c:
+        return None
+    d = c.get("data") or {}
+    pe_len, first = d.get("pe_len"), d.get("first_failure")
+    msg = (d.get("error") or "").lower()
+    if not (pe_len is not None and first is not None and pe_len <= first + 1) and "size of tensor" not in msg:
+        return None
+    lines = [say(c)] + ([f"the positional table has {pe_len} rows"] if pe_len else [])
+    errs = [e for e in ev.errors_matching("size of tensor") if e["id"] in ("shapes", "first-loss")]
+    return Finding(0.85, lines, c.get("location"), explains=("long-inputs",) + tuple(e["id"] for e in errs))

@@ -1,0 +1,163 @@
+"""Parent side: validate what the child sent, turn checks into ranked causes, decide the verdict.
+
+Nothing here trusts the child: every field is type-checked and bounded
+before a rule reads it, and diagnoses and scores are computed only here.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from . import __version__
+from .causes import BY_ID, RULES
+from .causes.base import Evidence, say
+from .runner import ChildOutcome, stack_line
+
+STATUSES = {"pass", "fail", "skip", "error", "info"}
+
+
+class InvalidResult(ValueError):
+    pass
+
+
+def _clean(v, depth=0):
+    """JSON-safe, bounded copy of untrusted data (no NaN, no huge strings, limited depth)."""
+    if depth > 8:
+        return None
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if abs(v) < 2 ** 63 else None
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, str):
+        return v[:4000]
+    if isinstance(v, list):
+        return [_clean(x, depth + 1) for x in v[:5000]]
+    if isinstance(v, dict):
+        return {str(k)[:100]: _clean(x, depth + 1) for k, x in list(v.items())[:200]}
+    return None
+
+
+def validate_payload(p) -> dict:
+    if not isinstance(p, dict):
+        raise InvalidResult("the child's result is not an object")
+    checks = []
+    for c in p.get("checks", [])[:200] if isinstance(p.get("checks"), list) else []:
+        if not isinstance(c, dict) or not isinstance(c.get("id"), str) or c.get("status") not in STATUSES:
+            raise InvalidResult(f"malformed check: {str(c)[:200]}")
+        loc = c.get("location")
+        if loc is not None and not (isinstance(loc, dict) and isinstance(loc.get("line"), int)):
+            loc = None
+        checks.append({"id": c["id"][:64], "status": c["status"], "measured": _clean(c.get("measured")),
+                       "expected": str(c.get("expected", ""))[:300], "detail": str(c.get("detail", ""))[:2000],
+                       "data": _clean(c.get("data")) if isinstance(c.get("data"), dict) else {},
+                       "location": _clean(loc)})
+    load = p.get("load") if isinstance(p.get("load"), dict) else {"ok": False}
+    skipped = [s for s in p.get("skipped_code", []) if isinstance(s, dict)][:500] \
+        if isinstance(p.get("skipped_code"), list) else []
+    timings = {k: v for k, v in (p.get("timings") or {}).items()
+               if isinstance(k, str) and isinstance(v, (int, float)) and math.isfinite(v)} \
+        if isinstance(p.get("timings"), dict) else {}
+    return {"checks": checks, "load": _clean(load), "skipped_code": _clean(skipped),
+            "artifacts": _clean(p.get("artifacts")) if isinstance(p.get("artifacts"), dict) else {},
+            "stdout": str(p.get("stdout", ""))[:200_000], "timings": timings,
+            "assignment": p.get("assignment") if p.get("assignment") in ("reversal", "block") else None}
+
+
+def _diag(cause_id, confidence, evidence, location=None, fix=None):
+    c = BY_ID[cause_id]
+    return {"id": c.id, "title": c.title, "confidence": round(float(confidence), 2),
+            "evidence": [str(e) for e in evidence], "fix": fix or c.fix, "location": location,
+            "why": c.why}
+
+
+def diagnose(result: dict) -> list[dict]:
+    """Rules -> findings; one diagnosis per root cause, most likely first; unexplained failures last."""
+    ev = Evidence(result)
+    found, explained = [], set()
+    for rule in RULES:
+        if ev.assignment not in rule.CAUSE.assignments:
+            continue
+        f = rule.diagnose(ev)
+        if f is None:
+            continue
+        found.append((f, rule.CAUSE))
+    found.sort(key=lambda fc: -fc[0].confidence)
+    out = []
+    for f, cause in found:
+        evidence = list(f.evidence)
+        for cid in f.explains:  # fold this cause's secondary symptoms into its evidence
+            c = ev.by_id.get(cid)
+            if c and c["status"] in ("fail", "error") and cid not in explained and say(c) not in evidence:
+                evidence.append("also explains " + say(c))
+            explained.add(cid)
+        for line in f.evidence:
+            explained.update(cid for cid in ev.by_id if line.startswith(cid + ":"))
+        out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix))
+    for c in result["checks"]:
+        if c["id"] in explained or c["status"] not in ("fail", "error"):
+            continue
+        if (c.get("data") or {}).get("harness_error"):
+            out.append(_diag("grader-fault", 0.5, [say(c)]))
+        elif c["status"] == "error":
+            d = c.get("data") or {}
+            cid = "timeout" if d.get("timeout") else "forward-error"
+            out.append(_diag(cid, 0.6, [say(c)], c.get("location")))
+        else:
+            out.append(_diag("unexplained-failure", 0.3, [say(c)], c.get("location")))
+        explained.add(c["id"])
+    return out
+
+
+LOAD_KIND_TO_CAUSE = {"syntax-error": "syntax-error", "definition-error": "definition-error",
+                      "missing-module": "missing-module", "unreadable": "unreadable-file",
+                      "exit-during-load": "exit-during-load"}
+
+
+def build_result(outcome: ChildOutcome, submission: str, requested_assignment: str, source_text: str | None = None,
+                 quick: bool = False) -> dict:
+    """The final, validated result: the JSON a user, a report and a gradebook read."""
+    base = {"schema": 1, "harness_version": __version__, "submission": submission,
+            "assignment": requested_assignment if requested_assignment != "auto" else None,
+            "quick": quick, "verdict": "error", "diagnoses": [], "checks": [], "skipped_code": [],
+            "stdout": outcome.stdout[-100_000:], "stderr": outcome.stderr[-20_000:], "artifacts": {},
+            "timings": {"total_s": round(outcome.seconds, 3)}, "error": None}
+    if outcome.payload is None:
+        reason = outcome.reason
+        cause = {"timeout": "timeout", "memory": "memory-limit", "grader-fault": "grader-fault"}.get(
+            outcome.status, "crashed")
+        line = stack_line(outcome.stack, submission) if outcome.stack else None
+        loc = {"file": submission, "line": line} if line else None
+        ev = [f"the check {reason}"] + ([f"it was running line {line} of your file"] if line else [])
+        base["diagnoses"] = [_diag(cause, 1.0, ev, loc)]
+        base["error"] = {"kind": outcome.status, "reason": reason, "phase": outcome.phase,
+                         "student_fault": outcome.status != "grader-fault"}
+        return base
+    try:
+        p = validate_payload(outcome.payload)
+    except InvalidResult as e:
+        base["diagnoses"] = [_diag("grader-fault", 1.0, [f"invalid result from the child: {e}"])]
+        base["error"] = {"kind": "invalid-result", "reason": str(e), "phase": None, "student_fault": False}
+        return base
+    base.update(checks=p["checks"], skipped_code=p["skipped_code"], artifacts=p["artifacts"],
+                stdout=p["stdout"] + (outcome.stdout[-20_000:] if outcome.stdout.strip() else ""))
+    base["timings"].update({k: round(v, 3) for k, v in p["timings"].items() if k != "total_s"})
+    base["assignment"] = p["assignment"] or base["assignment"] or "reversal"
+    load = p["load"] or {}
+    if not load.get("ok"):
+        kind = LOAD_KIND_TO_CAUSE.get(load.get("kind"), "definition-error")
+        loc = load.get("location") if isinstance(load.get("location"), dict) else None
+        msg = str(load.get("message", "the file could not be loaded"))
+        ev = [msg] + ([f"line {loc.get('cell_line') or loc['line']}: {load.get('detail')}"] if loc and load.get("detail") else [])
+        base["diagnoses"] = [_diag(kind, 1.0, ev, loc)]
+        base["verdict"] = "problems"
+        return base
+    contract = next((c for c in p["checks"] if c["id"] == "contract"), None)
+    if contract and contract["status"] == "fail":
+        base["diagnoses"] = [_diag("missing-name", 1.0, [say(contract)])]
+        base["verdict"] = "problems"
+        return base
+    base["diagnoses"] = diagnose(base)
+    base["verdict"] = "problems" if base["diagnoses"] else "clean"
+    return base

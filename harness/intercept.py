@@ -1,0 +1,113 @@
+"""Watch the torch calls a student's code makes, with the student's file:line.
+
+A TorchFunctionMode sees every torch function and Tensor method call made
+while it is active, whoever makes it: the student's own `torch.softmax`,
+`scores.masked_fill(...)`, `F.scaled_dot_product_attention`, a loss module's
+inner `F.cross_entropy`. That gives the probes both evidence (the arguments,
+the output) and a location (the innermost frame in the student's file).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+# name -> the callables that count as that operation
+WATCHED = {
+    "softmax": (torch.softmax, torch.Tensor.softmax, F.softmax, torch.nn.functional.softmax),
+    "masked_fill": (torch.masked_fill, torch.Tensor.masked_fill, torch.Tensor.masked_fill_),
+    "triu": (torch.triu, torch.Tensor.triu),
+    "tril": (torch.tril, torch.Tensor.tril),
+    "cross_entropy": (F.cross_entropy,),
+    "sdpa": (F.scaled_dot_product_attention,),
+    "view": (torch.Tensor.view, torch.Tensor.reshape, torch.reshape),
+    "detach": (torch.Tensor.detach, torch.Tensor.detach_),
+    "nll_loss": (F.nll_loss,),
+    "pe_math": (torch.sin, torch.cos, torch.exp, torch.pow, torch.Tensor.__pow__,
+                torch.Tensor.__rpow__, torch.Tensor.sin, torch.Tensor.cos, torch.Tensor.exp),
+}
+_BY_FUNC = {f: name for name, fs in WATCHED.items() for f in fs}
+
+
+@dataclass
+class Call:
+    op: str
+    line: int | None          # innermost line in the student's file, if any
+    args: tuple
+    kwargs: dict
+    out: Any = None
+
+
+@dataclass
+class Recorder(TorchFunctionMode):
+    path: str
+    keep_outputs: tuple = ("softmax", "sdpa")
+    calls: list = field(default_factory=list)
+    limit: int = 20000
+    only: tuple | None = None      # record only these ops (the others pass straight through)
+
+    def __post_init__(self):
+        super().__init__()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        op = _BY_FUNC.get(func)
+        if op is not None and (self.only is None or op in self.only) and len(self.calls) < self.limit:
+            line = self._student_line()
+            if line is not None or op in ("cross_entropy", "softmax", "sdpa"):
+                keep = out if op in self.keep_outputs else None
+                self.calls.append(Call(op, line, args, kwargs, keep))
+        return out
+
+    def _student_line(self) -> int | None:
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename == self.path:
+                return f.f_lineno
+            f = f.f_back
+        return None
+
+    def of(self, op: str) -> list[Call]:
+        return [c for c in self.calls if c.op == op]
+
+
+def softmax_dim(call: Call) -> int | None:
+    """The dim a recorded softmax normalised over, as a negative index."""
+    dim = call.kwargs.get("dim", call.args[1] if len(call.args) > 1 else None)
+    x = call.args[0]
+    if dim is None or not isinstance(x, torch.Tensor):
+        return None
+    return int(dim) - x.dim() if int(dim) >= 0 else int(dim)
+
+
+def sdpa_weights(call: Call) -> torch.Tensor:
+    """Recompute the attention weights of a recorded scaled_dot_product_attention call."""
+    import math
+    q, k = call.args[0], call.args[1]
+    mask = call.kwargs.get("attn_mask", call.args[3] if len(call.args) > 3 else None)
+    causal = call.kwargs.get("is_causal", call.args[5] if len(call.args) > 5 else False)
+    scale = call.kwargs.get("scale") or 1.0 / math.sqrt(q.size(-1))
+    s = (q @ k.transpose(-2, -1)) * scale                            # (..., T_q, T_k)
+    if causal:
+        T_q, T_k = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(T_q, T_k, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.softmax(s, dim=-1)
+
+
+def attention_weights(rec: Recorder) -> list[torch.Tensor]:
+    """Every attention-weight tensor computed while recording, in call order."""
+    out = []
+    for c in rec.calls:
+        if c.op == "softmax" and isinstance(c.out, torch.Tensor) and c.out.dim() >= 2:
+            out.append(c.out.detach())
+        elif c.op == "sdpa":
+            with torch.no_grad():
+                out.append(sdpa_weights(c).detach())
+    return out

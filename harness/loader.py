@@ -1,0 +1,197 @@
+"""Load a student's file without running its experiments.
+
+Runs in the child process only. A submission's top level is filtered
+statement by statement: imports, function and class definitions and constant
+assignments run; training calls, prints, plots and `if __name__ == "__main__":`
+blocks do not. Every skipped statement is reported with its line, so a student
+can see exactly what the harness did not execute.
+
+Notebooks (nbformat 4) are flattened into one source whose lines map back to
+(cell, line); magics (`%...`) and shell escapes (`!...`) are skipped the same way.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import types
+from dataclasses import dataclass, field
+
+# Calls allowed in a top-level assignment: they compute constants, never train.
+SAFE_CALLS = {
+    "int", "float", "str", "bool", "tuple", "list", "dict", "set", "frozenset", "range", "len",
+    "min", "max", "abs", "round", "sorted", "enumerate", "zip", "dataclass", "namedtuple",
+    "math.sqrt", "math.log", "math.exp", "math.pow", "math.ceil", "math.floor",
+    "torch.device", "torch.cuda.is_available", "torch.backends.mps.is_available",
+    "torch.tensor", "torch.float32", "torch.long", "typing.NamedTuple", "TypeVar",
+    "collections.namedtuple", "os.environ.get", "os.getenv",
+}
+
+
+@dataclass
+class Source:
+    """A submission flattened to Python source, with a map back to notebook cells."""
+    path: str                # the file name shown to the user
+    text: str
+    # line in `text` (1-based) -> (cell number 1-based, line in cell 1-based); None for .py
+    cell_map: dict[int, tuple[int, int]] | None = None
+    skipped: list[dict] = field(default_factory=list)
+    run_path: str | None = None  # the copy that actually runs (frames carry this name)
+
+    @property
+    def code_path(self) -> str:
+        return self.run_path or self.path
+
+    def where(self, line: int) -> dict:
+        """A location dict for a line of the flattened text."""
+        if self.cell_map is None:
+            return {"file": self.path, "line": int(line)}
+        cell, cell_line = self.cell_map.get(int(line), (None, int(line)))
+        return {"file": self.path, "line": int(line), "cell": cell, "cell_line": cell_line}
+
+
+class SubmissionError(Exception):
+    """The submission cannot be loaded: carries a finding-ready message and line."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None, detail: str = ""):
+        super().__init__(message)
+        self.kind, self.message, self.line, self.detail = kind, message, line, detail
+
+
+def read_source(path: str, raw: bytes) -> Source:
+    """Decode a .py or .ipynb submission into a Source."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SubmissionError("unreadable", f"the file is not UTF-8 text ({e.reason} at byte {e.start})")
+    if not path.endswith(".ipynb"):
+        return Source(path, text)
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+        assert isinstance(cells, list)
+    except Exception:
+        raise SubmissionError("unreadable", "the notebook is not valid nbformat-4 JSON (no list of cells)")
+    lines, cell_map, skipped = [], {}, []
+    for n, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else str(src)
+        for k, line in enumerate(src.splitlines(), start=1):
+            stripped = line.lstrip()
+            if stripped.startswith(("%", "!")):
+                skipped.append({"line": len(lines) + 1, "end_line": len(lines) + 1, "cell": n,
+                                "code": line, "reason": "notebook magic or shell command"})
+                line = ""  # keep the line so numbering stays aligned
+            lines.append(line)
+            cell_map[len(lines)] = (n, k)
+        lines.append("")  # a cell boundary never joins two statements
+        cell_map[len(lines)] = (n, 0)
+    return Source(path, "\n".join(lines) + "\n", cell_map, skipped)
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return "?"
+
+
+def _is_constant_expr(node: ast.AST) -> bool:
+    """True when evaluating `node` cannot start an experiment (no unsafe calls)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Lambda,)):
+            continue
+        if isinstance(sub, ast.Call) and _dotted(sub.func) not in SAFE_CALLS:
+            return False
+        if isinstance(sub, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+    return True
+
+
+def _keep(stmt: ast.stmt) -> tuple[bool, str]:
+    """Decide whether a top-level statement runs; the reason is shown when it does not."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
+                         ast.ClassDef, ast.Pass)):
+        return True, ""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+        return True, ""  # docstrings
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        value = stmt.value
+        if value is None or _is_constant_expr(value):
+            return True, ""
+        return False, "assignment that calls code (experiments are not run)"
+    if isinstance(stmt, ast.If):
+        test = stmt.test
+        if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                and test.left.id == "__name__"):
+            return False, 'if __name__ == "__main__": block'
+        if _is_constant_expr(test) and all(_keep(s)[0] for s in stmt.body + stmt.orelse):
+            return True, ""
+        return False, "top-level if with experiment code"
+    if isinstance(stmt, ast.Try):
+        inner = stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
+        if all(_keep(s)[0] for s in inner):
+            return True, ""
+        return False, "top-level try with experiment code"
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return False, f"top-level call to {_dotted(stmt.value.func)}()"
+    return False, f"top-level {type(stmt).__name__.lower()} statement"
+
+
+def filter_module(source: Source) -> ast.Module:
+    """Parse and keep only definitions; record the rest in source.skipped."""
+    try:
+        tree = ast.parse(source.text, filename=source.code_path)
+    except SyntaxError as e:
+        raise SubmissionError("syntax-error", f"syntax error: {e.msg}", e.lineno,
+                              (e.text or "").rstrip())
+    kept = []
+    lines = source.text.splitlines()
+    for stmt in tree.body:
+        ok, reason = _keep(stmt)
+        if ok:
+            kept.append(stmt)
+            continue
+        end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
+        code = "\n".join(lines[stmt.lineno - 1:end])
+        entry = {"line": stmt.lineno, "end_line": end, "code": code[:2000], "reason": reason}
+        if source.cell_map:
+            entry["cell"] = source.cell_map.get(stmt.lineno, (None, 0))[0]
+        source.skipped.append(entry)
+    source.skipped.sort(key=lambda s: s["line"])
+    tree.body = kept
+    return tree
+
+
+def load(source: Source, module_name: str = "submission") -> types.ModuleType:
+    """Execute the kept definitions in a fresh module; errors become SubmissionError."""
+    import sys
+    import traceback
+
+    tree = filter_module(source)
+    code = compile(tree, source.code_path, "exec")
+    module = types.ModuleType(module_name)
+    module.__file__ = source.code_path
+    sys.modules[module_name] = module  # lets pickle/deepcopy find the student's classes
+    try:
+        exec(code, module.__dict__)
+    except BaseException as e:  # SystemExit included: a submission may call sys.exit()
+        line = student_line(e.__traceback__, source.code_path)
+        kind = "missing-module" if isinstance(e, ModuleNotFoundError) else "definition-error"
+        if isinstance(e, SystemExit):
+            kind = "exit-during-load"
+        msg = "".join(traceback.format_exception_only(type(e), e)).strip()
+        raise SubmissionError(kind, msg, line)
+    return module
+
+
+def student_line(tb, path: str) -> int | None:
+    """The innermost line of the student's file in a traceback."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -1,0 +1,47 @@
+"""Every probe, in the order it runs. Read top to bottom; no discovery magic.
+
+A probe is `fn(ctx) -> list[check]`. `cost` decides what `--quick` skips:
+static and quick probes run always, train probes only in a full check.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import attention, contract, data, decoding, model_wiring, padding, positional, training
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    fn: Callable
+    assignments: tuple
+    cost: str  # "static" | "quick" | "train"
+
+
+R, B = ("reversal",), ("block",)
+
+PROBES = (
+    Probe("contract", contract.names, R + B, "static"),
+    Probe("shapes", contract.shapes, R, "static"),
+    Probe("param-count", contract.param_count, R, "static"),
+    Probe("data", data.make_batch, R, "static"),
+    Probe("pe", positional.table, R, "static"),
+    Probe("first-loss", contract.first_loss, R, "quick"),
+    Probe("attn-rows-sum", attention.softmax_axis, R, "quick"),
+    Probe("attn-saturation", attention.saturation, R, "quick"),
+    Probe("heads-permutation", attention.head_permutation, R, "quick"),
+    Probe("causal-leak", attention.leakage, R, "quick"),
+    Probe("padding-invariance", padding.invariance, R, "quick"),
+    Probe("padded-row-finite", padding.padded_row, R, "quick"),
+    Probe("gradient-flow", model_wiring.gradient_flow, R, "quick"),
+    Probe("residual", model_wiring.residual, R, "quick"),
+    Probe("cross-wiring", model_wiring.cross_wiring, R, "quick"),
+    Probe("stateless-forward", model_wiring.stateless, R, "quick"),
+    Probe("embedding-scale", model_wiring.embedding_scale, R, "quick"),
+    Probe("long-inputs", positional.long_inputs, R, "quick"),
+    Probe("decode", decoding.encoder_calls, R, "quick"),
+    Probe("train-trace", training.trace, R, "quick"),
+    Probe("overfit", training.overfit, R, "quick"),
+    Probe("brief-training", decoding.brief_training, R, "train"),
+)

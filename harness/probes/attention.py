@@ -1,0 +1,121 @@
+"""Attention at initialisation: softmax axis, saturation, heads that mix positions, causal leakage.
+
+Weights are observed however the student computes them: the tensors the
+softmax (or scaled_dot_product_attention) produced during one forward pass.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..intercept import Recorder, attention_weights, softmax_dim
+from .base import StudentError, check, rnd
+from .common import batch, eval_model, kwargs_for
+
+
+def _record_forward(ctx, model, src, tgt_in):
+    rec = Recorder(ctx.source.code_path)
+    with torch.no_grad(), rec:
+        ctx.forward(model, src, tgt_in)
+    return rec
+
+
+def softmax_axis(ctx):
+    """Every attention row must sum to 1 over the keys (the last axis)."""
+    model = eval_model(ctx)
+    src, tgt = batch(ctx, 4, 6, 9, seed_offset=1)
+    rec = _record_forward(ctx, model, src, tgt[:, :-1])
+    weights = attention_weights(rec)
+    if not weights:
+        return [check("attn-rows-sum", "skip", None, "rows sum to 1 over keys",
+                      "no softmax or scaled_dot_product_attention call was observed in forward()")]
+    worst = max(float((w.sum(-1) - 1).abs().max()) for w in weights)
+    bad_calls = [c for c in rec.of("softmax") if softmax_dim(c) not in (None, -1)]
+    line = bad_calls[0].line if bad_calls else None
+    ok = worst < 1e-4
+    return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|row sum - 1| < 1e-4",
+                  f"{len(weights)} attention tensors observed; softmax over dim "
+                  f"{softmax_dim(bad_calls[0]) if bad_calls else -1}",
+                  data={"softmax_dims": sorted({softmax_dim(c) for c in rec.of('softmax') if softmax_dim(c) is not None})},
+                  location=ctx.where(line))]
+
+
+def saturation(ctx):
+    """Mean of the largest weight per row, first attention layer, at init: ~0.5 scaled, >0.75 unscaled."""
+    model = eval_model(ctx)
+    src, tgt = batch(ctx, 16, 10, 10, seed_offset=2)  # no padding: every row is a real query
+    rec = _record_forward(ctx, model, src, tgt[:, :-1])
+    weights = attention_weights(rec)
+    if not weights:
+        return [check("attn-saturation", "skip", None, "", "no attention weights observed")]
+    per_call = [float(w.max(-1).values.mean()) for w in weights]
+    first = per_call[0]
+    ctx.artifacts["attn_rowmax_init"] = [rnd(v, 3) for v in weights[0].max(-1).values.flatten()[:2000].tolist()]
+    ok = first < 0.75
+    return [check("attn-saturation", "pass" if ok else "fail", rnd(first, 3),
+                  "< 0.75 (the reference: 0.46-0.53)",
+                  "mean over rows of the largest attention weight, first attention call, untrained model",
+                  data={"per_call": [rnd(v, 3) for v in per_call]})]
+
+
+def head_permutation(ctx):
+    """Self-attention without positions is permutation-equivariant; a wrong head split breaks it."""
+    MHA = ctx.need("MultiHeadAttention")
+    torch.manual_seed(ctx.seed)
+    with ctx.student("MultiHeadAttention(64, 4)"):
+        mha = MHA(64, 4, **kwargs_for(MHA, dropout=0.0)).to(ctx.device).eval()
+    x = torch.randn(2, 7, 64, device=ctx.device)
+    perm = torch.randperm(7)
+    with torch.no_grad(), ctx.student("MultiHeadAttention.forward(q, k, v)"):
+        a = mha(x, x, x)
+        b = mha(x[:, perm], x[:, perm], x[:, perm])
+    a = a[0] if isinstance(a, (tuple, list)) else a
+    b = b[0] if isinstance(b, (tuple, list)) else b
+    err = float((a[:, perm] - b).abs().max())
+    rec = Recorder(ctx.source.code_path)
+    with torch.no_grad(), rec:
+        mha(x, x, x)
+    # The view/reshape that splits or merges heads without moving the head axis.
+    line = None
+    for c in rec.of("view"):
+        t = c.args[0]
+        if isinstance(t, torch.Tensor) and t.dim() in (3, 4) and t.is_contiguous():
+            shape = [s for s in c.args[1:]] if len(c.args) > 1 else []
+            shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
+            if t.dim() == 3 and len(shape) == 4 and int(shape[1]) == 4 and int(shape[2]) == 7:
+                line = c.line
+                break
+            if t.dim() == 4 and t.size(1) == 4 and len(shape) == 3:
+                line = c.line
+                break
+    ok = err < 1e-4
+    return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
+                  "max |MHA(Px) - P MHA(x)| < 1e-4",
+                  "self-attention on a permuted input must give the permuted output",
+                  location=ctx.where(line if not ok else None))]
+
+
+def leakage(ctx):
+    """The lesson's leakage test, for every position: which outputs move when one input token changes."""
+    model = eval_model(ctx)
+    src, tgt = batch(ctx, 1, 8, 8, seed_offset=3)
+    tgt_in = tgt[:, :-1]                                   # (1, 9)
+    T = tgt_in.size(1)
+    with torch.no_grad():
+        base, _ = ctx.forward(model, src, tgt_in)
+        dep = torch.zeros(T, T)                            # dep[i, j]: change at output i when input j changes
+        for j in range(1, T):
+            t2 = tgt_in.clone()
+            t2[0, j] = (t2[0, j] + 1) % 10
+            out, _ = ctx.forward(model, src, t2)
+            dep[:, j] = (out[0] - base[0]).abs().max(-1).values.cpu()
+    future = float(torch.triu(dep, 1).max())               # earlier outputs moved by a later token
+    past = dep.tril(-1)[1:, 1:]
+    n_past = int(torch.ones(T - 1, T - 1).tril(-1).sum())
+    past_frac = float((past > 1e-6).sum()) / max(n_past, 1)  # later outputs that see earlier tokens
+    ctx.artifacts["dependency"] = [[rnd(v, 4) for v in row] for row in dep.tolist()]
+    ok = future < 1e-5
+    return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
+                  "0 (< 1e-5): an output never depends on later input tokens",
+                  f"max change of earlier outputs when a later decoder input token changes; "
+                  f"{past_frac:.0%} of (later output, earlier token) pairs are connected",
+                  data={"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)})]

@@ -1,0 +1,126 @@
+"""What every probe shares: the context it measures in, and the check it returns.
+
+Probes measure and never diagnose. A check says what was measured, what a
+correct implementation gives (calibrated on the reference and on correct
+alternatives), and pass/fail against that; the engine (parent process) turns
+checks into causes.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..loader import Source, student_line
+
+
+class Skip(Exception):
+    """The probe cannot run: a name it needs is absent, or an earlier probe failed."""
+
+
+class StudentError(Exception):
+    """An exception raised inside the student's code, with the student's line."""
+
+    def __init__(self, exc: BaseException, line: int | None, where: str):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.exc, self.line, self.where = exc, line, where
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+def check(id: str, status: str, measured: Any = None, expected: str = "", detail: str = "",
+          data: dict | None = None, location: dict | None = None) -> dict:
+    return {"id": id, "status": status, "measured": measured, "expected": expected,
+            "detail": detail, "data": data or {}, "location": location}
+
+
+def rnd(x: float, n: int = 4) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else round(x, n)
+
+
+@dataclass
+class Context:
+    module: Any
+    source: Source
+    assignment: str
+    seed: int = 0
+    device: str = "cpu"
+    quick: bool = False
+    artifacts: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
+    slowdown: float = 1.0   # this machine's speed against the nominal one, measured on the reference
+
+    def budget(self, seconds: float) -> float:
+        """A time budget for student code, stretched on a slow or loaded machine."""
+        return seconds * max(1.0, self.slowdown)
+
+    # -- names of the contract -------------------------------------------
+    def has(self, name: str) -> bool:
+        return hasattr(self.module, name)
+
+    def need(self, *names: str):
+        missing = [n for n in names if not hasattr(self.module, n)]
+        if missing:
+            raise Skip(f"the submission does not define {', '.join(missing)}")
+        got = [getattr(self.module, n) for n in names]
+        return got[0] if len(got) == 1 else got
+
+    def where(self, line: int | None) -> dict | None:
+        return self.source.where(line) if line else None
+
+    # -- running student code ---------------------------------------------
+    @contextmanager
+    def student(self, where: str, seconds: float | None = None):
+        """Run student code: exceptions become StudentError with the line; a time budget."""
+        seconds = seconds or self.budget(20.0)
+
+        def on_alarm(signum, frame):
+            raise ProbeTimeout(f"{where} did not return within {seconds:.0f} s")
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        except (Skip, StudentError):
+            raise
+        except BaseException as e:  # SystemExit and KeyboardInterrupt from student code too
+            if isinstance(e, ProbeTimeout):
+                raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where)
+            raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where) from e
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    def model(self, seed: int | None = None, **kw):
+        """A fresh MiniTransformer (reversal) at the contract's defaults, seeded."""
+        cls = self.need("MiniTransformer")
+        torch.manual_seed(self.seed if seed is None else seed)
+        with self.student("MiniTransformer(...)"):
+            m = cls(**kw)
+        return m.to(self.device)
+
+    def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
+        with self.student(where):
+            out = model(src, tgt_in)
+        logits = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(logits, torch.Tensor):
+            raise StudentError(TypeError(f"forward returned {type(logits).__name__}, expected a tensor of logits"),
+                               None, where)
+        return logits, (out[1] if isinstance(out, (tuple, list)) and len(out) > 1 else None)
+
+    def copy(self, model):
+        return copy.deepcopy(model)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t

@@ -1,0 +1,83 @@
+"""The submission contract: required and optional names, one forward pass, parameter count."""
+from __future__ import annotations
+
+import torch
+
+from .base import Skip, StudentError, check, rnd
+from .common import VOCAB, batch, eval_model
+
+REQUIRED = {"reversal": ("MiniTransformer",), "block": ("TransformerBlock",)}
+OPTIONAL = {
+    "reversal": ("make_batch", "PositionalEncoding", "MultiHeadAttention", "FeedForward", "EncoderLayer",
+                 "DecoderLayer", "padding_mask", "target_mask", "train", "greedy_decode"),
+    "block": ("MultiHeadAttention", "positional_encoding"),
+}
+# The lesson's parameter table, at the defaults.
+LESSON_PARAMS = {"embeddings": 1664, "encoder": 99968, "decoder": 133504, "generator": 845, "total": 235981}
+
+
+def names(ctx):
+    missing = [n for n in REQUIRED[ctx.assignment] if not ctx.has(n)]
+    absent = [n for n in OPTIONAL[ctx.assignment] if not ctx.has(n)]
+    if missing:
+        return [check("contract", "fail", {"missing": missing, "absent_optional": absent},
+                      f"defines {', '.join(REQUIRED[ctx.assignment])}",
+                      f"required name(s) {', '.join(missing)} not defined at the top level of the file")]
+    detail = "all contract names defined" if not absent else \
+        f"optional names absent (their checks are skipped): {', '.join(absent)}"
+    return [check("contract", "pass", {"missing": [], "absent_optional": absent},
+                  f"defines {', '.join(REQUIRED[ctx.assignment])}", detail)]
+
+
+def shapes(ctx):
+    model = eval_model(ctx)
+    src, tgt = batch(ctx, 2, 5, 7)
+    tgt_in = tgt[:, :-1]
+    with torch.no_grad():
+        logits, maps = ctx.forward(model, src, tgt_in)
+    want = (2, tgt_in.size(1), VOCAB)
+    got = tuple(logits.shape)
+    ok = got == want
+    ctx.cache["forward_ok"] = ok
+    return [check("shapes", "pass" if ok else "fail", list(got), f"logits of shape {list(want)} (B, T_tgt, VOCAB)",
+                  "one forward pass with batch 2" if ok else f"logits have shape {list(got)}",
+                  data={"maps": None if maps is None else len(maps) if isinstance(maps, (list, tuple)) else 1})]
+
+
+def _breakdown(model):
+    """Parameters per lesson component, by the module attribute names of the lesson when present."""
+    total = sum(p.numel() for p in model.parameters())
+    parts = {"total": total}
+    for label, attrs in (("embeddings", ("src_emb", "tgt_emb")), ("encoder", ("enc",)),
+                         ("decoder", ("dec",)), ("generator", ("generator",))):
+        mods = [getattr(model, a) for a in attrs if isinstance(getattr(model, a, None), torch.nn.Module)]
+        if mods:
+            parts[label] = sum(p.numel() for m in mods for p in m.parameters())
+    return parts
+
+
+def param_count(ctx):
+    model = ctx.model()
+    parts = _breakdown(model)
+    trainable_pe = [n for n, p in model.named_parameters() if p.dim() >= 2 and p.shape[-2] >= 64 and "pe" in n.lower()]
+    ok = parts["total"] == LESSON_PARAMS["total"]
+    detail = "matches the lesson's table" if ok else \
+        f"{parts['total']:,} parameters against the lesson's 235,981 (different designs may differ legitimately)"
+    # A different count is not itself a bug (pre-norm adds LayerNorms); it is evidence for causes that change it.
+    return [check("param-count", "pass" if ok else "info", parts, "235,981 (lesson table)", detail,
+                  data={"lesson": LESSON_PARAMS, "pe_params": trainable_pe})]
+
+
+def first_loss(ctx):
+    from .common import ref_loss
+    model = ctx.model()
+    model.train()
+    src, tgt = batch(ctx, 64)
+    logits, _ = ctx.forward(model, src, tgt[:, :-1])
+    loss = float(ref_loss(logits, tgt[:, 1:]).detach())
+    std = float(logits.detach().float().std())
+    lo, hi = 2.6, 4.2
+    status = "pass" if lo <= loss <= hi else "fail"
+    return [check("first-loss", status, rnd(loss), f"{lo}-{hi} (ln 13 = 2.565 plus ~0.8 for random logits)",
+                  f"cross-entropy of the untrained model on one batch of 64; logit std {std:.2f}",
+                  data={"loss": rnd(loss), "logit_std": rnd(std)})]

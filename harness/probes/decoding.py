@@ -1,0 +1,130 @@
+"""greedy_decode, and what a briefly trained model does: accuracy, cross-attention pattern."""
+from __future__ import annotations
+
+import torch
+
+from ..intercept import Recorder, attention_weights
+from .base import Skip, StudentError, check, rnd
+from .common import EOS, PAD, SOS, batch, eval_model, kwargs_for
+from .training import _trace
+
+
+def encoder_calls(ctx):
+    """The encoder runs once per greedy_decode call, and the model is left in eval mode."""
+    decode = ctx.need("greedy_decode")
+    model = eval_model(ctx)
+    model.train()
+    if not hasattr(model, "encode"):
+        raise Skip("MiniTransformer has no encode()")
+    n = [0]
+    real = model.encode
+
+    def counting(*a, **k):
+        n[0] += 1
+        return real(*a, **k)
+    model.encode = counting
+    src, _ = batch(ctx, 2, 6, 6, seed_offset=30)
+    try:
+        with ctx.student("greedy_decode(model, src)"):
+            ys, _ = decode(model, src, **kwargs_for(decode, max_len=20))
+    finally:
+        model.encode = real
+    steps = int(ys.size(1)) - 1 if isinstance(ys, torch.Tensor) and ys.dim() == 2 else None
+    checks = [check("decode-encoder-calls", "pass" if n[0] == 1 else "fail", n[0], "1 per greedy_decode call",
+                    f"model.encode ran {n[0]} time(s) while generating {steps} token(s)"),
+              check("decode-eval", "pass" if not model.training else "fail", "eval" if not model.training else "train",
+                    "greedy_decode puts the model in eval mode (dropout off)", "")]
+    return checks
+
+
+def _exact_match(ctx, model, decode, n, min_len, max_len, seed_offset):
+    src, tgt = batch(ctx, n, min_len, max_len, seed_offset=seed_offset)
+    with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+        ys, _ = decode(model, src, **kwargs_for(decode, max_len=max_len + 3))
+    hits = 0
+    for i in range(n):
+        L = int((src[i] != PAD).sum())
+        want = tgt[i, 1:L + 2].tolist()                              # reversed + EOS
+        got = ys[i, 1:L + 2].tolist() if ys.size(1) >= L + 2 else []
+        hits += got == want
+    return hits / n
+
+
+def brief_training(ctx):
+    """Train the student's model with the student's train() briefly, then decode and look at cross-attention."""
+    if ctx.quick:
+        raise Skip("--quick: no training probes")
+    cls = ctx.need("MiniTransformer")
+    ctx.need("train")
+    steps, bs = 400, 32
+    torch.manual_seed(ctx.seed)
+    model = ctx.model()
+    fn = ctx.module.train
+    tr = _trace(ctx, model, steps, bs) if "warmup" not in kwargs_for(fn, warmup=1) else \
+        _trace_warm(ctx, model, steps, bs)
+    ctx.artifacts["training"] = {"loss": tr["losses"], "lr": [rnd(v, 8) for v in tr["lrs"]],
+                                 "grad_norm": [rnd(v, 3) if v is not None else None for v in tr["norms"]],
+                                 "seconds": rnd(tr["seconds"], 2), "batch_size": bs}
+    losses = [v for v in tr["losses"] if v is not None]
+    final = sum(losses[-20:]) / max(len(losses[-20:]), 1) if losses else None
+    checks = [check("brief-training", "info", rnd(final) if final is not None else None,
+                    "falls well below ln 13 = 2.565",
+                    f"mean loss of the last 20 of {len(tr['lrs'])} steps of the student's train() (batch {bs})")]
+    model.eval()
+    if ctx.has("greedy_decode"):
+        decode = ctx.module.greedy_decode
+        acc = _exact_match(ctx, model, decode, 200, 4, 10, 40)
+        ctx.cache["accuracy"] = acc
+        checks.append(check("decode-accuracy", "info", rnd(acc, 3), "reference after the same training: ~0.5-0.9",
+                            "exact-match greedy reversal of 200 fresh sequences of length 4-10"))
+    checks += _cross_pattern(ctx, model)
+    return checks
+
+
+def _trace_warm(ctx, model, steps, bs):
+    """Brief training compresses warmup to 50 steps (the student's own schedule shape)."""
+    fn = ctx.module.train
+    real = fn
+
+    def short(m, **kw):
+        return real(m, **kw, **kwargs_for(real, warmup=50))
+    ctx.module.train = short
+    try:
+        return _trace(ctx, model, steps, bs)
+    finally:
+        ctx.module.train = real
+
+
+def _cross_pattern(ctx, model):
+    """Cross-attention on one 6-token source: mass on the anti-diagonal vs the diagonal, per layer and head."""
+    src, tgt = batch(ctx, 1, 6, 6, seed_offset=50)
+    tgt_in = tgt[:, :-1]                                          # (1, 7)
+    rec = Recorder(ctx.source.code_path)
+    with torch.no_grad(), rec:
+        logits, maps = ctx.forward(model, src, tgt_in)
+    L = src.size(1)
+    if isinstance(maps, (list, tuple)) and maps and all(isinstance(m, torch.Tensor) for m in maps):
+        cross = [m.detach() for m in maps]
+    else:  # fused kernels return no maps: take the weights whose keys are the source
+        cross = [w for w in attention_weights(rec) if w.size(-1) == L and w.size(-2) == tgt_in.size(1)]
+    if not cross:
+        return [check("cross-attn-pattern", "skip", None, "", "no cross-attention weights observed")]
+    rows = torch.arange(L)
+    out, layers = [], []
+    for li, w in enumerate(cross):
+        w = w.reshape(-1, *w.shape[-2:]) if w.dim() >= 3 else w[None]    # (heads, T_tgt, T_src)
+        anti = w[:, rows, L - 1 - rows].mean(-1)                      # (heads,)
+        diag = w[:, rows, rows].mean(-1)
+        layers.append({"anti": [rnd(v, 3) for v in anti.tolist()], "diag": [rnd(v, 3) for v in diag.tolist()],
+                       "maps": [[[rnd(v, 3) for v in r] for r in h.tolist()] for h in w[:, :L + 1]]})
+        out.append((float(anti.mean()), float(diag.mean())))
+    best = max(range(len(out)), key=lambda i: out[i][0])
+    anti, diag = out[best]
+    kind = "anti-diagonal" if anti > 0.3 and anti > 2 * diag else "diagonal" if diag > 0.3 and diag > 2 * anti else \
+        "uniform" if max(anti, diag) < 1.5 / L else "mixed"
+    ctx.artifacts["cross_attention"] = {"src": src[0].tolist(), "tgt_in": tgt_in[0].tolist(), "layers": layers,
+                                        "pred": logits[0].argmax(-1).tolist()}
+    return [check("cross-attn-pattern", "info", {"anti_diagonal": rnd(anti, 3), "diagonal": rnd(diag, 3), "kind": kind},
+                  "anti-diagonal (reference after 800 steps: 0.55-0.62 of the mass)",
+                  f"layer {best + 1}, mean over heads: {anti:.2f} of the attention on the anti-diagonal, "
+                  f"{diag:.2f} on the diagonal ({kind})")]

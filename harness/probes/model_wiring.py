@@ -1,0 +1,196 @@
+"""How the model is wired: gradients, residuals, cross-attention inputs, state kept between calls."""
+from __future__ import annotations
+
+import torch
+
+from ..intercept import Recorder
+from .base import Skip, StudentError, check, rnd
+from .common import PAD, batch, eval_model, kwargs_for, ref_loss
+
+
+def gradient_flow(ctx):
+    """Every parameter gets a finite, non-zero gradient from one batch."""
+    model = ctx.model()
+    model.train()
+    src, tgt = batch(ctx, 16, seed_offset=7)
+    rec = Recorder(ctx.source.code_path)
+    with rec:
+        logits, _ = ctx.forward(model, src, tgt[:, :-1])
+        loss = ref_loss(logits, tgt[:, 1:])
+    if not loss.requires_grad:
+        return [check("gradient-flow", "fail", {"without_grad": "all"}, "every parameter gets a gradient",
+                      "the loss does not require grad: the whole forward pass is detached or under no_grad",
+                      location=ctx.where(rec.of("detach")[0].line if rec.of("detach") else None))]
+    with ctx.student("loss.backward()"):
+        loss.backward()
+    dead, total, dead_n = [], 0, 0
+    for n, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        total += p.numel()
+        if p.grad is None or float(p.grad.abs().sum()) == 0.0:
+            dead.append(n)
+            dead_n += p.numel()
+    detach = [c.line for c in rec.of("detach") if c.line]
+    ok = not dead
+    return [check("gradient-flow", "pass" if ok else "fail",
+                  {"params_without_grad": len(dead), "numel_without_grad": dead_n, "numel": total},
+                  "every parameter gets a non-zero gradient",
+                  "all parameters receive gradient" if ok else
+                  f"{dead_n:,} of {total:,} parameter values get no gradient: " + ", ".join(dead[:6]) +
+                  (" ..." if len(dead) > 6 else ""),
+                  data={"dead": dead[:40], "detach_lines": detach[:5]},
+                  location=ctx.where(detach[0] if detach and not ok else None))]
+
+
+def residual(ctx):
+    """With every Linear zeroed, a layer with residuals still passes its input through (LayerNorm(x))."""
+    checks = []
+    x = torch.randn(2, 6, 64, device=ctx.device)
+    mem = torch.randn(2, 5, 64, device=ctx.device)
+    for name in ("EncoderLayer", "DecoderLayer"):
+        if not ctx.has(name):
+            continue
+        cls = getattr(ctx.module, name)
+        torch.manual_seed(ctx.seed)
+        with ctx.student(f"{name}(64, 4, 256)"):
+            layer = cls(64, 4, 256, **kwargs_for(cls, dropout=0.0)).to(ctx.device).eval()
+        with torch.no_grad():
+            for m in layer.modules():
+                if isinstance(m, torch.nn.Linear):
+                    m.weight.zero_()
+                    if m.bias is not None:
+                        m.bias.zero_()
+            with ctx.student(f"{name}.forward"):
+                out = layer(x) if name == "EncoderLayer" else layer(x, mem)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        spread = float(out.reshape(-1, out.size(-1)).std(0).mean())   # how much the output varies over positions
+        ok = spread > 1e-3
+        checks.append(check(f"residual-{name.lower()[:3]}", "pass" if ok else "fail", rnd(spread, 5),
+                            "> 1e-3 (the input passes through the residual)",
+                            f"{name} with all Linear weights zeroed: spread of the output over positions",
+                            data={"layer": name}))
+    if not checks:
+        raise Skip("neither EncoderLayer nor DecoderLayer is defined")
+    return checks
+
+
+def _same(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
+        bool(torch.equal(a.detach(), b.detach()))
+
+
+def cross_wiring(ctx):
+    """Which attention calls get the encoder output, and as what (query, or key and value)."""
+    model = eval_model(ctx)
+    if not hasattr(model, "encode"):
+        raise Skip("MiniTransformer has no encode(); the encoder output cannot be observed")
+    src, tgt = batch(ctx, 2, 7, 7, seed_offset=8)
+    tgt_in = tgt[:, :7]                                   # same length as the source: swapped arguments still run
+    memories = []
+    real_encode = model.encode
+
+    def encode(*a, **k):
+        out = real_encode(*a, **k)
+        memories.append(out)
+        return out
+    model.encode = encode
+    attn_cls = tuple(c for c in (getattr(ctx.module, "MultiHeadAttention", None), torch.nn.MultiheadAttention)
+                     if isinstance(c, type))
+    calls = []
+
+    def hook(mod, args, kwargs):
+        names = ("q", "k", "v")
+        vals = list(args[:3]) + [kwargs.get(n) for n in ("query", "key", "value", "q", "k", "v") if n in kwargs]
+        calls.append(vals[:3])
+    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in model.modules() if isinstance(m, attn_cls)]
+    try:
+        with torch.no_grad():
+            ctx.forward(model, src, tgt_in)
+    finally:
+        for h in handles:
+            h.remove()
+        model.encode = real_encode
+    if not memories or not calls:
+        raise Skip("no attention module calls observed")
+    mem = memories[-1]
+    kv_mem = sum(1 for c in calls if len(c) >= 2 and _same(c[1], mem))
+    q_mem = sum(1 for c in calls if c and _same(c[0], mem) and not (len(c) > 1 and _same(c[1], mem)))
+    n_dec = len(getattr(model, "dec", [])) if hasattr(model, "dec") else None
+    # sensitivity of the output to the source (different source, same target input)
+    src2 = src.clone()
+    src2[:, :] = (src + 3) % 10
+    with torch.no_grad():
+        a, _ = ctx.forward(model, src, tgt_in)
+        b, _ = ctx.forward(model, src2, tgt_in)
+    sens = float((a - b).abs().mean())
+    checks = [check("source-sensitivity", "pass" if sens > 1e-4 else "fail", rnd(sens, 5),
+                    "> 1e-4 (the output must depend on the source)",
+                    "mean change of the logits when every source token changes, same decoder input")]
+    expected = n_dec if n_dec else "every decoder layer"
+    ok = q_mem == 0 and kv_mem >= 1 and (n_dec is None or kv_mem >= n_dec)
+    checks.append(check("cross-attn-wiring", "pass" if ok else "fail",
+                        {"memory_as_key_value": kv_mem, "memory_as_query": q_mem, "decoder_layers": n_dec},
+                        f"the encoder output is key and value of {expected} cross-attention call(s), never the query",
+                        f"{len(calls)} attention calls observed"))
+    return checks
+
+
+def stateless(ctx):
+    """The output for a batch must not depend on the batch seen before (masks cached on self go stale)."""
+    model = eval_model(ctx)
+    twin = ctx.copy(model)
+    a_src, a_tgt = batch(ctx, 3, 4, 5, seed_offset=9)
+    b_src, b_tgt = batch(ctx, 3, 8, 10, seed_offset=10)
+    before = {k for k, v in vars(model).items()}
+    with torch.no_grad():
+        ctx.forward(model, a_src, a_tgt[:, :-1])
+        try:
+            after_a, _ = ctx.forward(model, b_src, b_tgt[:, :-1], where="a second forward pass with another length")
+            raised = None
+        except StudentError as e:
+            after_a, raised = None, e
+        fresh, _ = ctx.forward(twin, b_src, b_tgt[:, :-1])
+    new_attrs = sorted(k for k, v in vars(model).items() if k not in before or
+                       (isinstance(v, (torch.Tensor, tuple, list)) and k not in ("_modules", "_parameters")))
+    if raised is not None:
+        return [check("stateless-forward", "fail", {"error": str(raised)[:300]}, "the same output as a fresh copy",
+                      "the model raises on its second call with another length, though a fresh copy accepts it",
+                      data={"attrs": new_attrs[:10]}, location=ctx.where(raised.line))]
+    err = float((after_a - fresh).abs().max())
+    ok = err < 1e-5
+    return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
+                  "change of the output for batch B when the model has seen batch A before",
+                  data={"attrs": new_attrs[:10]})]
+
+
+def embedding_scale(ctx):
+    """Token embeddings reach the positional encoding scaled by sqrt(d_model) (ratio 8 at d_model=64)."""
+    model = eval_model(ctx)
+    pe_cls = getattr(ctx.module, "PositionalEncoding", None)
+    pe_mods = [m for m in model.modules() if isinstance(pe_cls, type) and isinstance(m, pe_cls)]
+    embs = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    if not pe_mods or not embs:
+        raise Skip("needs an nn.Embedding and a PositionalEncoding module inside MiniTransformer")
+    seen = {}
+    def on_emb(m, a, out):
+        seen.setdefault("emb", out)
+
+    def on_pe(m, a):
+        seen.setdefault("pe_in", a[0])
+    h1 = embs[0].register_forward_hook(on_emb)
+    h2 = pe_mods[0].register_forward_pre_hook(on_pe)
+    src, tgt = batch(ctx, 4, 8, 8, seed_offset=11)
+    try:
+        with torch.no_grad():
+            ctx.forward(model, src, tgt[:, :-1])
+    finally:
+        h1.remove(), h2.remove()
+    if "emb" not in seen or "pe_in" not in seen or seen["emb"].shape != seen["pe_in"].shape:
+        raise Skip("the embedding output does not reach the positional encoding unchanged in shape")
+    ratio = float(seen["pe_in"].float().std() / seen["emb"].float().std().clamp_min(1e-12))
+    want = float(model.d_model if hasattr(model, "d_model") else 64) ** 0.5
+    ok = ratio > want / 2.5
+    return [check("embedding-scale", "pass" if ok else "fail", rnd(ratio, 2),
+                  f"about {want:.0f} (sqrt(d_model))",
+                  "std of what enters the positional encoding / std of the token embedding")]

@@ -1,0 +1,110 @@
+"""Positional encoding: the table against the formula, a buffer not a Parameter, long inputs."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..intercept import Recorder
+from .base import Skip, StudentError, check, rnd
+from .common import batch, default, eval_model, kwargs_for
+
+
+def formula(T: int, d: int) -> torch.Tensor:
+    pos = torch.arange(T).unsqueeze(1).float()                       # (T, 1)
+    i2 = torch.arange(0, d, 2).float()                               # (d/2,)
+    ang = pos / (10000.0 ** (i2 / d))                                # (T, d/2)
+    pe = torch.zeros(T, d)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(ang), torch.cos(ang)
+    return pe
+
+
+def _table(ctx, T=50, d=64):
+    """The student's table: whatever the module adds to a zero input (dropout 0, eval)."""
+    if ctx.has("PositionalEncoding"):
+        cls = ctx.module.PositionalEncoding
+        rec = Recorder(ctx.source.code_path)
+        with rec, ctx.student("PositionalEncoding(64, max_len=64, dropout=0.0)"):
+            mod = cls(d, **kwargs_for(cls, max_len=64, dropout=0.0))
+        mod.eval()
+        with torch.no_grad(), ctx.student("PositionalEncoding.forward"):
+            out = mod(torch.zeros(1, T, d, device=ctx.device))
+        return out.reshape(T, d).cpu(), rec, mod
+    if ctx.has("positional_encoding"):
+        rec = Recorder(ctx.source.code_path)
+        with rec, torch.no_grad(), ctx.student("positional_encoding(seq_len, d_model)"):
+            out = ctx.module.positional_encoding(T, d)
+        return out.reshape(T, d).cpu(), rec, None
+    raise Skip("neither PositionalEncoding nor positional_encoding is defined")
+
+
+def table(ctx):
+    T, d = 50, 64
+    got, rec, mod = _table(ctx, T, d)
+    want = formula(T, d)
+    err = float((got - want).abs().max())
+    swapped = torch.zeros(T, d)
+    swapped[:, 0::2], swapped[:, 1::2] = want[:, 1::2], want[:, 0::2]
+    kind = "ok" if err < 1e-5 else "sin-cos-swapped" if float((got - swapped).abs().max()) < 1e-5 else "frequencies"
+    lines = {}
+    for c in rec.of("pe_math"):
+        if c.line:
+            lines.setdefault("exp" if "exp" in str(c.kwargs) or c.args and getattr(c.args[0], "dim", lambda: 0)() == 1
+                             else "trig", c.line)
+    trig = [c.line for c in rec.of("pe_math") if c.line and c.args and isinstance(c.args[0], torch.Tensor) and c.args[0].dim() == 2]
+    div = [c.line for c in rec.of("pe_math") if c.line and c.args and isinstance(c.args[0], torch.Tensor) and c.args[0].dim() <= 1]
+    line = (trig[0] if trig else None) if kind == "sin-cos-swapped" else (div[0] if div else trig[0] if trig else None)
+    ctx.artifacts["pe_table"] = [[rnd(v, 3) for v in row] for row in got[:T].tolist()]
+    ctx.artifacts["pe_diff"] = None if err < 1e-5 else [[rnd(v, 3) for v in row] for row in (got - want).tolist()]
+    checks = [check("pe-formula", "pass" if err < 1e-5 else "fail", rnd(err, 6),
+                    "max |PE - formula| < 1e-5", f"table {T}x{d}: {kind}", data={"kind": kind},
+                    location=ctx.where(line if err >= 1e-5 else None))]
+    if mod is not None:
+        params = [n for n, p in mod.named_parameters()]
+        checks.append(check("pe-buffer", "pass" if not params else "fail", params,
+                            "no parameters (register_buffer)",
+                            "the positional table is constant" if not params else
+                            f"the positional table is a trainable Parameter ({', '.join(params)})",
+                            location=ctx.where(_grep(ctx, "PositionalEncoding", "Parameter") if params else None)))
+    return checks
+
+
+def _grep(ctx, qualname, needle):
+    import ast
+    tree = ast.parse(ctx.source.text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == qualname:
+            lines = ctx.source.text.splitlines()
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if needle in lines[n - 1]:
+                    return n
+    return None
+
+
+def long_inputs(ctx):
+    """Lengths beyond the lesson's (up to the model's max_len) must run; accuracy there is not judged."""
+    cls = ctx.need("MiniTransformer")
+    max_len = default(cls, "max_len", 64)
+    model = eval_model(ctx)
+    results, failed = {}, None
+    for L in (10, 20, 30, min(60, int(max_len) - 2)):
+        src, tgt = batch(ctx, 2, L, L, seed_offset=12 + L)
+        try:
+            with torch.no_grad():
+                ctx.forward(model, src, tgt[:, :-1], where=f"forward at source length {L}")
+            results[L] = "ok"
+        except StudentError as e:
+            results[L] = str(e)[:200]
+            failed = failed or (L, e)
+    pe_len = None
+    for mod in model.modules():
+        buf = getattr(mod, "pe", None)
+        if isinstance(buf, torch.Tensor) and buf.dim() >= 2:
+            pe_len = int(buf.shape[-2])
+    if failed is None:
+        return [check("long-inputs", "pass", results, f"runs at every length up to max_len={max_len}",
+                      "lengths 10-60 run", data={"pe_len": pe_len})]
+    L, e = failed
+    return [check("long-inputs", "fail", results, f"runs at every length up to max_len={max_len}",
+                  f"fails at source length {L} (target input {L + 1}): {e}",
+                  data={"first_failure": L, "pe_len": pe_len, "error": str(e)[:300]}, location=ctx.where(e.line))]

@@ -1,0 +1,162 @@
+"""The student's own train(), traced; overfitting one batch; brief training and decoding.
+
+The trace runs train() on a tiny model (cheap steps) with the student's own
+defaults for lr and warmup, recording at every optimizer step the learning
+rate, and on the first step what was fed to the model, what was handed to the
+loss, and the gradient the loss sends to logits at PAD targets.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from ..intercept import Recorder
+from .base import Skip, StudentError, check, rnd
+from .common import PAD, batch, default, eval_model, kwargs_for, ref_loss, small_model
+
+
+def _trace(ctx, model, steps, batch_size):
+    fn = ctx.need("train")
+    lrs, norms, losses, seen = [], [], [], {}
+
+    def on_step(opt, args, kwargs):
+        lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
+        if len(norms) < 50 or len(norms) % 10 == 0:
+            g = [p.grad.detach().float().norm() for grp in opt.param_groups for p in grp["params"] if p.grad is not None]
+            norms.append(float(torch.stack(g).norm()) if g else 0.0)
+        else:
+            norms.append(None)
+
+    def pre(mod, args, kwargs):
+        if "tgt_in" not in seen and len(args) >= 2:
+            seen["src"], seen["tgt_in"] = args[0], args[1]
+
+    def post(mod, args, kwargs, out):
+        logits = out[0] if isinstance(out, (tuple, list)) else out
+        if "logits" not in seen and isinstance(logits, torch.Tensor) and logits.requires_grad:
+            seen["logits"] = logits
+            logits.register_hook(lambda g: seen.setdefault("dlogits", g.detach()))
+        return out
+    h0 = register_optimizer_step_pre_hook(on_step)
+    h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
+    h2 = model.register_forward_hook(post, with_kwargs=True)
+    rec = Recorder(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
+                   only=("cross_entropy", "nll_loss"))
+    kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
+    t = time.perf_counter()
+    try:
+        with rec, ctx.student("train(model, ...)", seconds=ctx.budget(30 + steps * 0.1)):
+            fn(model, **kw)
+    finally:
+        h0.remove(), h1.remove(), h2.remove()
+    losses = [rnd(float(c.out)) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
+              and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
+    return {"lrs": lrs, "norms": norms, "losses": losses, "seen": seen, "rec": rec, "seconds": time.perf_counter() - t}
+
+
+class Stub(torch.nn.Module):
+    """A stand-in model whose step costs ~nothing: the trace is about train(), not the model.
+
+    It maps each decoder input token to logits, so the loss, its target, the
+    gradient at PAD targets and the optimizer's learning rate are all real.
+    """
+
+    def __init__(self, vocab=13):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, vocab)
+        self.generator = torch.nn.Linear(vocab, vocab)
+
+    def forward(self, src, tgt, *rest, **kw):
+        return self.generator(self.emb(tgt)), []                  # (B, T, V)
+
+
+def trace(ctx):
+    fn = ctx.need("train")
+    warmup = default(fn, "warmup", 400)
+    warmup = int(warmup) if isinstance(warmup, (int, float)) else 400
+    steps = max(20, min(warmup + 40, 2000))
+    torch.manual_seed(ctx.seed)
+    try:
+        tr = _trace(ctx, Stub().to(ctx.device), steps, batch_size=4)
+    except StudentError:  # train() needs more of the model than the stub has: trace a tiny real one
+        tr = _trace(ctx, small_model(ctx, dropout=0.0), steps, batch_size=4)
+    lrs, seen, rec = tr["lrs"], tr["seen"], tr["rec"]
+    ctx.artifacts["trace"] = {"lr": [rnd(v, 8) for v in lrs[:800]], "loss": tr["losses"][:800]}
+    checks = []
+    if not lrs:
+        return [check("lr-schedule", "fail", None, "the optimizer steps", "train() never called optimizer.step()")]
+    peak, first = max(lrs), lrs[0]
+    reach = next((i + 1 for i, v in enumerate(lrs) if v >= 0.99 * peak), None)
+    checks.append(check("lr-schedule", "pass" if peak >= 5e-5 and first <= 0.2 * peak else "fail",
+                        {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
+                        "warmup from ~0 to a peak >= 5e-5 (lesson: 2.5e-06 at step 1, 1e-3 at step 400)",
+                        f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
+                        data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup}))
+    ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
+    if not ce or "tgt_in" not in seen:
+        checks.append(check("train-shift", "skip", None, "", "no cross_entropy/nll_loss call observed in train()"))
+        return checks
+    c = ce[0]
+    target = c.args[1] if len(c.args) > 1 else c.kwargs.get("target")
+    tgt_in = seen["tgt_in"]
+    line = c.line
+    if not isinstance(target, torch.Tensor) or target.numel() % tgt_in.size(0):
+        checks.append(check("train-shift", "skip", None, "", "the loss target does not match the batch"))
+        return checks
+    target = target.reshape(tgt_in.size(0), -1)
+    same = shifted = None
+    if target.shape == tgt_in.shape:
+        real = tgt_in != PAD
+        same = float((target == tgt_in)[real].float().mean())
+        shifted = float((target[:, :-1] == tgt_in[:, 1:])[real[:, 1:]].float().mean())
+    ok = same is not None and shifted is not None and shifted > 0.95 and same < 0.5
+    checks.append(check("train-shift", "pass" if ok else "fail",
+                        {"label_equals_input": rnd(same, 3) if same is not None else None,
+                         "label_is_next_input": rnd(shifted, 3) if shifted is not None else None},
+                        "labels are the decoder input shifted by one (label[t] = input[t+1])",
+                        f"fraction of real positions where the label equals the decoder input at the same position: "
+                        f"{same if same is None else round(same, 3)}",
+                        data={"target_shape": list(target.shape), "input_shape": list(tgt_in.shape)},
+                        location=ctx.where(line if not ok else None)))
+    ign = c.kwargs.get("ignore_index", None)
+    dl = seen.get("dlogits")
+    pad_grad = None
+    if dl is not None and dl.dim() == 3 and dl.shape[:2] == target.shape:
+        at_pad = target == PAD
+        if at_pad.any():
+            pad_grad = float(dl[at_pad].abs().sum() / dl.abs().sum().clamp_min(1e-20))
+    status = "skip" if pad_grad is None else "pass" if pad_grad < 1e-6 else "fail"
+    checks.append(check("train-pad-ignored", status, rnd(pad_grad, 6) if pad_grad is not None else None,
+                        "0: PAD targets send no gradient (ignore_index=PAD)",
+                        f"share of the loss gradient that comes from PAD target positions; ignore_index={ign}",
+                        data={"ignore_index": ign}, location=ctx.where(line if status == "fail" else None)))
+    return checks
+
+
+def overfit(ctx):
+    """A correct model memorises one batch of 8 (dropout 0) within 400 Adam steps."""
+    cls = ctx.need("MiniTransformer")
+    model = ctx.model(**kwargs_for(cls, dropout=0.0))
+    model.train()
+    src, tgt = batch(ctx, 8, seed_offset=20)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    curve = []
+    with ctx.student("overfit one batch", seconds=ctx.budget(30)):
+        for step in range(1, 401):
+            logits, _ = model(src, tgt[:, :-1])
+            loss = ref_loss(logits, tgt[:, 1:])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            curve.append(float(loss))
+            if not math.isfinite(curve[-1]) or curve[-1] < 0.005:
+                break
+    final = curve[-1]
+    ctx.artifacts["overfit"] = [rnd(v) for v in curve]
+    ok = math.isfinite(final) and final < 0.05
+    return [check("overfit", "pass" if ok else "fail", rnd(final, 4), "< 0.05 within 400 steps (reference: < 0.005 by ~150)",
+                  f"loss on one fixed batch of 8 after {len(curve)} steps", data={"steps": len(curve),
+                                                                                   "at_100": rnd(curve[min(99, len(curve) - 1)])})]

@@ -1,0 +1,1 @@
+"""Reports: the terminal summary and the self-contained HTML page."""

@@ -1,0 +1,129 @@
+"""`mtxdiag selftest`: every mutant, the reference and the lesson's code, through the same path as `check`.
+
+A rule is kept only if it names its mutant's cause first and stays silent on
+correct code; this command is the proof, and its exit status says so.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from .api import check_file
+from .runner import Limits
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Case:
+    name: str
+    path: Path
+    expected: str | None          # cause id, or None for correct code
+    assignment: str = "auto"
+
+
+def correct_cases() -> list[Case]:
+    """The reference, the lesson's code as students paste it, and correct-but-different implementations."""
+    out = [Case("reference/reversal", ROOT / "reference_model" / "reversal.py", None, "reversal"),
+           Case("reference/block", ROOT / "reference_model" / "block.py", None, "block")]
+    for folder in (ROOT / "submissions", ROOT / "tests" / "fixtures" / "correct"):
+        for p in sorted(folder.glob("*.py")) + sorted(folder.glob("*.ipynb")):
+            if p.name.startswith(("make_", "_")):
+                continue
+            out.append(Case(f"{folder.name}/{p.name}", p, None))
+    return out
+
+
+def mutant_cases(tmp: Path, assignment: str | None = None) -> list[Case]:
+    from mutants import MUTANTS, source
+    out = []
+    for m in MUTANTS:
+        if assignment and m.assignment != assignment:
+            continue
+        p = tmp / f"{m.id}.py"
+        p.write_text(source(m))
+        out.append(Case(m.id, p, m.cause, m.assignment))
+    return out
+
+
+def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
+    def one(case):
+        t = time.monotonic()
+        r = check_file(case.path, assignment=case.assignment, quick=quick, seed=seed,
+                       limits=Limits(timeout_s=timeout, threads=1 if jobs > 1 else 0))
+        diags = r["diagnoses"]
+        row = {"case": case.name, "expected": case.expected, "top": diags[0]["id"] if diags else None,
+               "top_confidence": diags[0]["confidence"] if diags else None,
+               "others": [(d["id"], d["confidence"]) for d in diags[1:]],
+               "verdict": r["verdict"], "seconds": round(time.monotonic() - t, 2)}
+        row["ok"] = (row["top"] == case.expected) if case.expected else r["verdict"] == "clean"
+        row["second_strong"] = any(c >= 0.5 for _, c in row["others"]) if case.expected else False
+        if on_done:
+            on_done(row)
+        return row
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, cases))
+
+
+def summarise(rows) -> dict:
+    mut = [r for r in rows if r["expected"]]
+    ok_mut = [r for r in mut if r["ok"]]
+    clean = [r for r in rows if not r["expected"]]
+    false_alarms = [r for r in clean if not r["ok"]]
+    secs = sorted(r["seconds"] for r in rows)
+    return {"mutants": len(mut), "top1_correct": len(ok_mut), "accuracy": len(ok_mut) / max(len(mut), 1),
+            "correct_cases": len(clean), "false_alarms": len(false_alarms),
+            "second_strong": sum(r["second_strong"] for r in mut),
+            "median_s": secs[len(secs) // 2] if secs else None, "passed":
+                len(ok_mut) == len(mut) and not false_alarms and not any(r["second_strong"] for r in mut)}
+
+
+def table(rows, summary) -> str:
+    w = max([len(r["case"]) for r in rows] + [10])
+    lines = [f"{'case':{w}}  {'expected':28}  {'top diagnosis':28}  ok   secs"]
+    for r in rows:
+        exp = r["expected"] or "(clean)"
+        top = r["top"] or "(clean)"
+        mark = "yes" if r["ok"] and not r["second_strong"] else "NO"
+        extra = "" if not r["second_strong"] else "  second >= 0.5: " + \
+            ", ".join(f"{i} {c}" for i, c in r["others"] if c >= 0.5)
+        lines.append(f"{r['case']:{w}}  {exp:28}  {top:28}  {mark:4} {r['seconds']:5.1f}{extra}")
+    s = summary
+    lines.append(f"\nmutants: {s['top1_correct']}/{s['mutants']} top-1 correct ({s['accuracy']:.0%}); "
+                 f"false alarms on correct code: {s['false_alarms']}/{s['correct_cases']}; "
+                 f"mutants with a second diagnosis >= 0.5: {s['second_strong']}; median {s['median_s']} s per check")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--quick", is_flag=True, help="Skip the training probes.")
+@click.option("--jobs", type=int, default=1, show_default=True)
+@click.option("--assignment", type=click.Choice(["reversal", "block"]), default=None)
+@click.option("--only", default=None, help="Only cases whose name contains this text.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def selftest(quick, jobs, assignment, only, as_json):
+    """Run the reference, the lesson's code and every mutant through `check`; print the confusion table."""
+    with tempfile.TemporaryDirectory(prefix="mtxdiag-selftest-") as tmp:
+        cases = correct_cases() + mutant_cases(Path(tmp), assignment)
+        if assignment:
+            cases = [c for c in cases if c.assignment in (assignment, "auto") and
+                     (c.assignment != "auto" or assignment in c.name or "block" not in c.name)]
+        if only:
+            cases = [c for c in cases if only in c.name]
+
+        def progress(row):
+            click.echo(f"selftest: {row['case']}: {row['top'] or 'clean'} ({row['seconds']} s)", err=True)
+        rows = run_cases(cases, quick=quick, jobs=jobs, on_done=progress)
+    s = summarise(rows)
+    if as_json:
+        click.echo(json.dumps({"summary": s, "rows": rows}, indent=2))
+    else:
+        click.echo(table(rows, s))
+    sys.exit(0 if s["passed"] else 1)
