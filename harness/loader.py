@@ -60,7 +60,7 @@ class SubmissionError(Exception):
 def read_source(path: str, raw: bytes) -> Source:
     """Decode a .py or .ipynb submission into a Source."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a BOM (Windows editors) is not code
     except UnicodeDecodeError as e:
         raise SubmissionError("unreadable", f"the file is not UTF-8 text ({e.reason} at byte {e.start})")
     if not path.endswith(".ipynb"):
