@@ -27,6 +27,8 @@ WATCHED = {
     "view": (torch.Tensor.view, torch.Tensor.reshape, torch.reshape),
     "detach": (torch.Tensor.detach, torch.Tensor.detach_),
     "nll_loss": (F.nll_loss,),
+    "matmul": (torch.matmul, torch.Tensor.__matmul__, torch.Tensor.matmul, torch.bmm, torch.einsum,
+               torch.Tensor.bmm),
     "pe_math": (torch.sin, torch.cos, torch.exp, torch.pow, torch.Tensor.__pow__,
                 torch.Tensor.__rpow__, torch.Tensor.sin, torch.Tensor.cos, torch.Tensor.exp),
 }

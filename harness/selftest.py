@@ -27,6 +27,20 @@ class Case:
     path: Path
     expected: str | None          # cause id, or None for correct code
     assignment: str = "auto"
+    bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
+
+
+def changed_lines(before: str, after: str) -> tuple:
+    """1-based line numbers of `after` that differ from `before`."""
+    import difflib
+    out = []
+    sm = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines())
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag in ("replace", "insert"):
+            out.extend(range(j1 + 1, j2 + 1))
+        elif tag == "delete":
+            out.extend([j1, j1 + 1])      # a deleted line is located at its neighbours
+    return tuple(out)
 
 
 def correct_cases() -> list[Case]:
@@ -42,14 +56,15 @@ def correct_cases() -> list[Case]:
 
 
 def mutant_cases(tmp: Path, assignment: str | None = None) -> list[Case]:
-    from mutants import MUTANTS, source
+    from mutants import MUTANTS, reference_source, source
     out = []
     for m in MUTANTS:
         if assignment and m.assignment != assignment:
             continue
         p = tmp / f"{m.id}.py"
-        p.write_text(source(m))
-        out.append(Case(m.id, p, m.cause, m.assignment))
+        text = source(m)
+        p.write_text(text)
+        out.append(Case(m.id, p, m.cause, m.assignment, changed_lines(reference_source(m.reference), text)))
     return out
 
 
@@ -62,7 +77,10 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
         row = {"case": case.name, "expected": case.expected, "top": diags[0]["id"] if diags else None,
                "top_confidence": diags[0]["confidence"] if diags else None,
                "others": [(d["id"], d["confidence"]) for d in diags[1:]],
-               "verdict": r["verdict"], "seconds": round(time.monotonic() - t, 2)}
+               "verdict": r["verdict"], "seconds": round(time.monotonic() - t, 2),
+               "line": ((diags[0].get("location") or {}).get("line") if diags else None),
+               "bug_lines": list(case.bug_lines)}
+        row["line_ok"] = row["line"] in case.bug_lines if case.bug_lines else None
         row["ok"] = (row["top"] == case.expected) if case.expected else r["verdict"] == "clean"
         row["second_strong"] = any(c >= 0.5 for _, c in row["others"]) if case.expected else False
         if on_done:
@@ -81,24 +99,31 @@ def summarise(rows) -> dict:
     return {"mutants": len(mut), "top1_correct": len(ok_mut), "accuracy": len(ok_mut) / max(len(mut), 1),
             "correct_cases": len(clean), "false_alarms": len(false_alarms),
             "second_strong": sum(r["second_strong"] for r in mut),
+            "located": sum(1 for r in mut if r.get("line_ok")), "single_line_mutants":
+                sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1),
+            "single_line_located": sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1 and r.get("line_ok")),
             "median_s": secs[len(secs) // 2] if secs else None, "passed":
                 len(ok_mut) == len(mut) and not false_alarms and not any(r["second_strong"] for r in mut)}
 
 
 def table(rows, summary) -> str:
     w = max([len(r["case"]) for r in rows] + [10])
-    lines = [f"{'case':{w}}  {'expected':28}  {'top diagnosis':28}  ok   secs"]
+    lines = [f"{'case':{w}}  {'expected':28}  {'top diagnosis':28}  ok   secs   line (bug lines)"]
     for r in rows:
         exp = r["expected"] or "(clean)"
         top = r["top"] or "(clean)"
         mark = "yes" if r["ok"] and not r["second_strong"] else "NO"
         extra = "" if not r["second_strong"] else "  second >= 0.5: " + \
             ", ".join(f"{i} {c}" for i, c in r["others"] if c >= 0.5)
-        lines.append(f"{r['case']:{w}}  {exp:28}  {top:28}  {mark:4} {r['seconds']:5.1f}{extra}")
+        where = "" if not r["expected"] else \
+            f"  {r['line']} ({','.join(map(str, r['bug_lines'][:4]))}){'' if r['line_ok'] else ' !'}"
+        lines.append(f"{r['case']:{w}}  {exp:28}  {top:28}  {mark:4} {r['seconds']:5.1f}{where}{extra}")
     s = summary
     lines.append(f"\nmutants: {s['top1_correct']}/{s['mutants']} top-1 correct ({s['accuracy']:.0%}); "
                  f"false alarms on correct code: {s['false_alarms']}/{s['correct_cases']}; "
-                 f"mutants with a second diagnosis >= 0.5: {s['second_strong']}; median {s['median_s']} s per check")
+                 f"mutants with a second diagnosis >= 0.5: {s['second_strong']}; median {s['median_s']} s per check\n"
+                 f"reported line on the mutated line: {s['located']}/{s['mutants']} "
+                 f"(single-line mutants: {s['single_line_located']}/{s['single_line_mutants']})")
     return "\n".join(lines)
 
 

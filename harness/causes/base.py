@@ -71,6 +71,10 @@ class Evidence:
         return out
 
 
+SHAPE_ERRORS = ("must match the size", "size of tensor", "expected size", "shapes cannot be multiplied",
+                "size mismatch", "mat1 and mat2")
+
+
 def say(c: dict) -> str:
     """One evidence line: measured vs expected, in numbers."""
     m = c.get("measured")

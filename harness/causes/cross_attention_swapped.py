@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import SHAPE_ERRORS, Cause, Finding, say
 
 CAUSE = Cause(
     id="cross-attention-swapped",
@@ -18,7 +18,7 @@ def diagnose(ev):
     if not c or not (c["measured"] or {}).get("memory_as_query"):
         return None
     ev_lines = [say(c)]
-    errs = ev.errors_matching("must match the size", "size of tensor", "shape")
+    errs = ev.errors_matching(*SHAPE_ERRORS)
     ev_lines += [say(e) for e in errs[:2]]
-    return Finding(0.95, ev_lines, (errs[0].get("location") if errs else c.get("location")),
-                   explains=("cross-attn-wiring", "source-sensitivity", "overfit") + tuple(e["id"] for e in errs))
+    return Finding(0.95, ev_lines, c.get("location") or (errs[0].get("location") if errs else None),
+                   explains=("cross-attn-wiring", "source-sensitivity", "overfit", "long-inputs") + tuple(e["id"] for e in errs))

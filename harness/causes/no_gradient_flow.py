@@ -14,6 +14,6 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.failed("gradient-flow")
-    if not c:
-        return None
+    if not c or ev.failed("source-sensitivity"):
+        return None  # an encoder whose output is never used gets no gradient: source-ignored explains it
     return Finding(0.9, [say(c)], c.get("location"), explains=("overfit", "brief-training", "decode-accuracy"))

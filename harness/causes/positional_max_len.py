@@ -21,8 +21,9 @@ def diagnose(ev):
     d = c.get("data") or {}
     pe_len, first = d.get("pe_len"), d.get("first_failure")
     msg = (d.get("error") or "").lower()
-    if not (pe_len is not None and first is not None and pe_len <= first + 1) and "size of tensor" not in msg:
+    # Only a failure that starts past the table's length is this cause (a mask or wiring bug fails at every length).
+    if pe_len is None or first is None or pe_len > first + 1 or not ev.passed("shapes"):
         return None
-    lines = [say(c)] + ([f"the positional table has {pe_len} rows"] if pe_len else [])
-    errs = [e for e in ev.errors_matching("size of tensor") if e["id"] in ("shapes", "first-loss")]
-    return Finding(0.85, lines, c.get("location"), explains=("long-inputs",) + tuple(e["id"] for e in errs))
+    lines = [say(c), f"the positional table has {pe_len} rows; the model's max_len promises more"]
+    errs = [e["id"] for e in ev.errors_matching(f"({pe_len})")]   # e.g. greedy_decode running past the table
+    return Finding(0.85, lines, c.get("location"), explains=("long-inputs",) + tuple(errs))

@@ -22,8 +22,11 @@ def diagnose(ev):
     if not sens and not wiring:
         return None
     lines = [say(c) for c in (sens, wiring) if c]
+    if ev.failed("gradient-flow"):
+        lines.append("consequence: " + say(ev.failed("gradient-flow")))
     if ev.failed("overfit"):
         lines.append(say(ev.failed("overfit")))
-    return Finding(0.9 if sens else 0.75, lines, None,
-                   explains=("source-sensitivity", "cross-attn-wiring", "overfit", "brief-training",
+    loc = (sens or {}).get("location") or (wiring or {}).get("location")
+    return Finding(0.9 if sens else 0.75, lines, loc,
+                   explains=("source-sensitivity", "cross-attn-wiring", "overfit", "gradient-flow", "brief-training",
                              "decode-accuracy"))

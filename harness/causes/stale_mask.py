@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import SHAPE_ERRORS, Cause, Finding, say
 
 CAUSE = Cause(
     id="stale-mask",
@@ -20,4 +20,7 @@ def diagnose(ev):
         return None
     attrs = (c.get("data") or {}).get("attrs") or []
     lines = [say(c)] + ([f"attributes set on the model during forward: {', '.join(attrs)}"] if attrs else [])
-    return Finding(0.9, lines, c.get("location"), explains=("stateless-forward", "long-inputs"))
+    # Every later call with another shape fails the same way: those errors are this cause's symptoms.
+    errs = tuple(e["id"] for e in ev.errors_matching(*SHAPE_ERRORS)) if ev.passed("shapes") else ()
+    return Finding(0.9, lines, c.get("location"), explains=("stateless-forward", "long-inputs", "padding-invariance")
+                   + errs)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder, attention_weights, softmax_dim
+from . import locate
 from .base import StudentError, check, rnd
 from .common import batch, eval_model, kwargs_for
 
 
 def _record_forward(ctx, model, src, tgt_in):
-    rec = Recorder(ctx.source.code_path)
+    rec = Recorder(ctx.source.code_path, keep_outputs=("softmax", "sdpa", "matmul", "triu", "tril"))
     with torch.no_grad(), rec:
         ctx.forward(model, src, tgt_in)
     return rec
@@ -49,12 +50,17 @@ def saturation(ctx):
         return [check("attn-saturation", "skip", None, "", "no attention weights observed")]
     per_call = [float(w.max(-1).values.mean()) for w in weights]
     first = per_call[0]
+    T = weights[0].size(-1)
+    # the scores: the first matmul whose result is (..., T_q, T_k), computed before the first softmax
+    scores = [c for c in rec.of("matmul") if c.line and isinstance(c.out, torch.Tensor) and c.out.dim() >= 3
+              and c.out.size(-1) == T and c.out.size(-2) == weights[0].size(-2)]
     ctx.artifacts["attn_rowmax_init"] = [rnd(v, 3) for v in weights[0].max(-1).values.flatten()[:2000].tolist()]
     ok = first < 0.75
     return [check("attn-saturation", "pass" if ok else "fail", rnd(first, 3),
                   "< 0.75 (the reference: 0.46-0.53)",
                   "mean over rows of the largest attention weight, first attention call, untrained model",
-                  data={"per_call": [rnd(v, 3) for v in per_call]})]
+                  data={"per_call": [rnd(v, 3) for v in per_call]},
+                  location=ctx.where(scores[0].line if scores and not ok else None))]
 
 
 def head_permutation(ctx):
@@ -114,8 +120,26 @@ def leakage(ctx):
     past_frac = float((past > 1e-6).sum()) / max(n_past, 1)  # later outputs that see earlier tokens
     ctx.artifacts["dependency"] = [[rnd(v, 4) for v in row] for row in dep.tolist()]
     ok = future < 1e-5
+    line = None
+    if not ok:
+        rec = _record_forward(ctx, model, src, tgt_in)
+        tri = [c for c in rec.of("triu") + rec.of("tril") if c.line]
+        fns = locate.functions(ctx, "target_mask")
+        if tri and past_frac <= 0.2:      # inverted: the triangle itself is the wrong one
+            line = tri[0].line
+        elif fns:                          # missing: the mask function returns without the causal part
+            line = locate.last_return(fns[0])
+        elif tri:
+            line = tri[0].line
+        if ctx.has("target_mask"):
+            try:
+                with torch.no_grad(), ctx.student("target_mask(tgt_in)"):
+                    m = ctx.module.target_mask(tgt_in)
+                ctx.artifacts["target_mask"] = m.reshape(-1, m.size(-2), m.size(-1))[0].int().tolist()
+            except Exception:
+                pass
     return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
                   "0 (< 1e-5): an output never depends on later input tokens",
                   f"max change of earlier outputs when a later decoder input token changes; "
                   f"{past_frac:.0%} of (later output, earlier token) pairs are connected",
-                  data={"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)})]
+                  data={"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)}, location=ctx.where(line))]

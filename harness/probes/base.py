@@ -103,9 +103,47 @@ class Context:
         """A fresh MiniTransformer (reversal) at the contract's defaults, seeded."""
         cls = self.need("MiniTransformer")
         torch.manual_seed(self.seed if seed is None else seed)
-        with self.student("MiniTransformer(...)"):
+        with self.student("MiniTransformer(...)"), self.construction_sites():
             m = cls(**kw)
         return m.to(self.device)
+
+    @contextmanager
+    def construction_sites(self):
+        """Remember the student's line that built each module (`self.pos = PositionalEncoding(...)`)."""
+        import sys
+        sites = self.cache.setdefault("built_at", {})
+        path = self.source.code_path
+
+        def prof(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "__init__" and frame.f_code.co_filename == path:
+                obj = frame.f_locals.get("self")
+                caller = frame.f_back
+                if obj is not None and caller is not None and caller.f_code.co_filename == path:
+                    sites[id(obj)] = caller.f_lineno
+        old = sys.getprofile()
+        sys.setprofile(prof)
+        try:
+            yield
+        finally:
+            sys.setprofile(old)
+
+    def built_at(self, module) -> int | None:
+        return self.cache.get("built_at", {}).get(id(module))
+
+    def assignment_line(self, attr: str, exclude=("__init__",)) -> int | None:
+        """First line outside __init__ that assigns self.<attr> (a cache filled during forward)."""
+        import ast
+        for node in ast.walk(ast.parse(self.source.text)):
+            if isinstance(node, ast.FunctionDef) and node.name not in exclude:
+                for sub in ast.walk(node):
+                    if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                        targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                        for t in targets:
+                            for e in ast.walk(t):
+                                if isinstance(e, ast.Attribute) and e.attr == attr and \
+                                        isinstance(e.value, ast.Name) and e.value.id == "self":
+                                    return sub.lineno
+        return None
 
     def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
         with self.student(where):

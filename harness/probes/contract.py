@@ -78,6 +78,28 @@ def first_loss(ctx):
     std = float(logits.detach().float().std())
     lo, hi = 2.6, 4.2
     status = "pass" if lo <= loss <= hi else "fail"
+    line = _output_layer_line(ctx, model) if loss > hi else None
     return [check("first-loss", status, rnd(loss), f"{lo}-{hi} (ln 13 = 2.565 plus ~0.8 for random logits)",
                   f"cross-entropy of the untrained model on one batch of 64; logit std {std:.2f}",
-                  data={"loss": rnd(loss), "logit_std": rnd(std)})]
+                  data={"loss": rnd(loss), "logit_std": rnd(std)}, location=ctx.where(line))]
+
+
+def _output_layer_line(ctx, model):
+    """Where the oversized logits come from: an init of the output layer, or a scaling where it is applied."""
+    from . import locate
+    heads = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m.out_features == VOCAB]
+    if not heads:
+        return None
+    name, head = heads[-1]
+    attr = name.split(".")[-1]
+    xavier = (2.0 / (head.in_features + head.out_features)) ** 0.5 / 3 ** 0.5 * 3 ** 0.5  # std of xavier_uniform_
+    if float(head.weight.std()) > 2 * xavier:
+        for fn in locate.functions(ctx, "MiniTransformer.__init__"):
+            hits = [ln for ln in locate.lines_mentioning(fn, attr) if ln != ctx.built_at(head)]
+            if hits:
+                return hits[-1]
+    for fn in locate.functions(ctx, "MiniTransformer.forward"):
+        hits = locate.lines_mentioning(fn, attr)
+        if hits:
+            return hits[-1]
+    return ctx.built_at(head)

@@ -18,9 +18,12 @@ def encoder_calls(ctx):
         raise Skip("MiniTransformer has no encode()")
     n = [0]
     real = model.encode
+    lines = []
 
     def counting(*a, **k):
         n[0] += 1
+        from .training import _caller_line
+        lines.append(_caller_line(ctx))
         return real(*a, **k)
     model.encode = counting
     src, _ = batch(ctx, 2, 6, 6, seed_offset=30)
@@ -31,7 +34,8 @@ def encoder_calls(ctx):
         model.encode = real
     steps = int(ys.size(1)) - 1 if isinstance(ys, torch.Tensor) and ys.dim() == 2 else None
     checks = [check("decode-encoder-calls", "pass" if n[0] == 1 else "fail", n[0], "1 per greedy_decode call",
-                    f"model.encode ran {n[0]} time(s) while generating {steps} token(s)"),
+                    f"model.encode ran {n[0]} time(s) while generating {steps} token(s)",
+                    location=ctx.where(lines[-1] if n[0] > 1 and lines else None)),
               check("decode-eval", "pass" if not model.training else "fail", "eval" if not model.training else "train",
                     "greedy_decode puts the model in eval mode (dropout off)", "")]
     return checks

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder
+from . import locate
 from .base import Skip, StudentError, check, rnd
 from .common import PAD, batch, eval_model, kwargs_for, ref_loss
 
@@ -33,6 +34,12 @@ def gradient_flow(ctx):
             dead_n += p.numel()
     detach = [c.line for c in rec.of("detach") if c.line]
     ok = not dead
+    if not ok and not detach:  # no .detach() seen: look for no_grad / set_grad_enabled(False) in the model's methods
+        for fn in (f for name in ("encode", "decode", "forward") for f in locate.functions(ctx, name)):
+            hits = locate.lines_mentioning(fn, "no_grad", "set_grad_enabled(False)", "inference_mode", ".data")
+            if hits:
+                detach = hits
+                break
     return [check("gradient-flow", "pass" if ok else "fail",
                   {"params_without_grad": len(dead), "numel_without_grad": dead_n, "numel": total},
                   "every parameter gets a non-zero gradient",
@@ -66,13 +73,26 @@ def residual(ctx):
         out = out[0] if isinstance(out, (tuple, list)) else out
         spread = float(out.reshape(-1, out.size(-1)).std(0).mean())   # how much the output varies over positions
         ok = spread > 1e-3
+        fns = locate.functions(ctx, f"{name}.forward")
+        line = locate.missing_residual_line(fns[0]) if fns and not ok else None
         checks.append(check(f"residual-{name.lower()[:3]}", "pass" if ok else "fail", rnd(spread, 5),
                             "> 1e-3 (the input passes through the residual)",
                             f"{name} with all Linear weights zeroed: spread of the output over positions",
-                            data={"layer": name}))
+                            data={"layer": name}, location=ctx.where(line)))
     if not checks:
         raise Skip("neither EncoderLayer nor DecoderLayer is defined")
     return checks
+
+
+def _caller_line(ctx):
+    """The student's line that is calling right now (innermost frame in the student's file)."""
+    import sys
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename == ctx.source.code_path:
+            return f.f_lineno
+        f = f.f_back
+    return None
 
 
 def _same(a, b) -> bool:
@@ -100,9 +120,8 @@ def cross_wiring(ctx):
     calls = []
 
     def hook(mod, args, kwargs):
-        names = ("q", "k", "v")
         vals = list(args[:3]) + [kwargs.get(n) for n in ("query", "key", "value", "q", "k", "v") if n in kwargs]
-        calls.append(vals[:3])
+        calls.append((vals[:3], _caller_line(ctx)))
     handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in model.modules() if isinstance(m, attn_cls)]
     try:
         with torch.no_grad():
@@ -114,8 +133,9 @@ def cross_wiring(ctx):
     if not memories or not calls:
         raise Skip("no attention module calls observed")
     mem = memories[-1]
-    kv_mem = sum(1 for c in calls if len(c) >= 2 and _same(c[1], mem))
-    q_mem = sum(1 for c in calls if c and _same(c[0], mem) and not (len(c) > 1 and _same(c[1], mem)))
+    kv_mem = sum(1 for c, _ in calls if len(c) >= 2 and _same(c[1], mem))
+    q_lines = [line for c, line in calls if c and _same(c[0], mem) and not (len(c) > 1 and _same(c[1], mem))]
+    q_mem = len(q_lines)
     n_dec = len(getattr(model, "dec", [])) if hasattr(model, "dec") else None
     # sensitivity of the output to the source (different source, same target input)
     src2 = src.clone()
@@ -124,15 +144,27 @@ def cross_wiring(ctx):
         a, _ = ctx.forward(model, src, tgt_in)
         b, _ = ctx.forward(model, src2, tgt_in)
     sens = float((a - b).abs().mean())
+    line = None
+    if sens <= 1e-4:
+        kv_lines = [ln for c, ln in calls if len(c) >= 2 and _same(c[1], mem) and ln]
+        if kv_lines:  # memory reaches cross-attention, but its output is dropped
+            fn = locate.enclosing_function(ctx, kv_lines[0])
+            line = locate.unused_after(fn, kv_lines[0]) if fn else None
+        else:         # no attention call sees memory: the decoder layer's second attention call is the cross one
+            per_layer = [ln for c, ln in calls if ln and not (c and _same(c[0], mem))]
+            lines = sorted(set(per_layer))
+            line = lines[-1] if len(lines) >= 2 else None
     checks = [check("source-sensitivity", "pass" if sens > 1e-4 else "fail", rnd(sens, 5),
                     "> 1e-4 (the output must depend on the source)",
-                    "mean change of the logits when every source token changes, same decoder input")]
+                    "mean change of the logits when every source token changes, same decoder input",
+                    location=ctx.where(line))]
     expected = n_dec if n_dec else "every decoder layer"
     ok = q_mem == 0 and kv_mem >= 1 and (n_dec is None or kv_mem >= n_dec)
     checks.append(check("cross-attn-wiring", "pass" if ok else "fail",
                         {"memory_as_key_value": kv_mem, "memory_as_query": q_mem, "decoder_layers": n_dec},
                         f"the encoder output is key and value of {expected} cross-attention call(s), never the query",
-                        f"{len(calls)} attention calls observed"))
+                        f"{len(calls)} attention calls observed",
+                        location=ctx.where(q_lines[0] if q_lines else None)))
     return checks
 
 
@@ -142,7 +174,7 @@ def stateless(ctx):
     twin = ctx.copy(model)
     a_src, a_tgt = batch(ctx, 3, 4, 5, seed_offset=9)
     b_src, b_tgt = batch(ctx, 3, 8, 10, seed_offset=10)
-    before = {k for k, v in vars(model).items()}
+    before = {k: id(v) for k, v in vars(model).items()}
     with torch.no_grad():
         ctx.forward(model, a_src, a_tgt[:, :-1])
         try:
@@ -151,17 +183,18 @@ def stateless(ctx):
         except StudentError as e:
             after_a, raised = None, e
         fresh, _ = ctx.forward(twin, b_src, b_tgt[:, :-1])
-    new_attrs = sorted(k for k, v in vars(model).items() if k not in before or
-                       (isinstance(v, (torch.Tensor, tuple, list)) and k not in ("_modules", "_parameters")))
+    new_attrs = sorted(k for k, v in vars(model).items()
+                       if not k.startswith("_") and (k not in before or before[k] != id(v)))
+    line = next((ctx.assignment_line(k) for k in new_attrs if ctx.assignment_line(k)), None)
     if raised is not None:
         return [check("stateless-forward", "fail", {"error": str(raised)[:300]}, "the same output as a fresh copy",
                       "the model raises on its second call with another length, though a fresh copy accepts it",
-                      data={"attrs": new_attrs[:10]}, location=ctx.where(raised.line))]
+                      data={"attrs": new_attrs[:10]}, location=ctx.where(line or raised.line))]
     err = float((after_a - fresh).abs().max())
     ok = err < 1e-5
     return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
                   "change of the output for batch B when the model has seen batch A before",
-                  data={"attrs": new_attrs[:10]})]
+                  data={"attrs": new_attrs[:10]}, location=ctx.where(line if not ok else None))]
 
 
 def embedding_scale(ctx):
@@ -178,6 +211,7 @@ def embedding_scale(ctx):
 
     def on_pe(m, a):
         seen.setdefault("pe_in", a[0])
+        seen.setdefault("line", _caller_line(ctx))
     h1 = embs[0].register_forward_hook(on_emb)
     h2 = pe_mods[0].register_forward_pre_hook(on_pe)
     src, tgt = batch(ctx, 4, 8, 8, seed_offset=11)
@@ -193,4 +227,5 @@ def embedding_scale(ctx):
     ok = ratio > want / 2.5
     return [check("embedding-scale", "pass" if ok else "fail", rnd(ratio, 2),
                   f"about {want:.0f} (sqrt(d_model))",
-                  "std of what enters the positional encoding / std of the token embedding")]
+                  "std of what enters the positional encoding / std of the token embedding",
+                  location=ctx.where(seen.get("line") if not ok else None))]

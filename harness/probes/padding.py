@@ -23,8 +23,14 @@ def invariance(ctx):
         padded, _ = ctx.forward(model, S, T)
     err = float((alone[0] - padded[0, :6]).abs().max())
     ok = err < 1e-4
+    line = None
+    if not ok:
+        from . import locate
+        fns = locate.functions(ctx, "padding_mask")
+        line = locate.last_return(fns[0]) if fns else None
     return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), "< 1e-4",
-                  "max change of the logits at real positions when the same sequence is padded to length 10")]
+                  "max change of the logits at real positions when the same sequence is padded to length 10",
+                  location=ctx.where(line))]
 
 
 def padded_row(ctx):

@@ -96,15 +96,16 @@ def long_inputs(ctx):
         except StudentError as e:
             results[L] = str(e)[:200]
             failed = failed or (L, e)
-    pe_len = None
+    pe_len, pe_line = None, None
     for mod in model.modules():
         buf = getattr(mod, "pe", None)
         if isinstance(buf, torch.Tensor) and buf.dim() >= 2:
-            pe_len = int(buf.shape[-2])
+            pe_len, pe_line = int(buf.shape[-2]), ctx.built_at(mod)
     if failed is None:
         return [check("long-inputs", "pass", results, f"runs at every length up to max_len={max_len}",
                       "lengths 10-60 run", data={"pe_len": pe_len})]
     L, e = failed
     return [check("long-inputs", "fail", results, f"runs at every length up to max_len={max_len}",
                   f"fails at source length {L} (target input {L + 1}): {e}",
-                  data={"first_failure": L, "pe_len": pe_len, "error": str(e)[:300]}, location=ctx.where(e.line))]
+                  data={"first_failure": L, "pe_len": pe_len, "error": str(e)[:300], "error_line": e.line},
+                  location=ctx.where(pe_line or e.line))]

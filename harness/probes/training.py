@@ -7,6 +7,7 @@ loss, and the gradient the loss sends to logits at PAD targets.
 """
 from __future__ import annotations
 
+import ast
 import math
 import time
 
@@ -14,6 +15,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..intercept import Recorder
+from . import locate
 from .base import Skip, StudentError, check, rnd
 from .common import PAD, batch, default, eval_model, kwargs_for, ref_loss, small_model
 
@@ -33,6 +35,7 @@ def _trace(ctx, model, steps, batch_size):
     def pre(mod, args, kwargs):
         if "tgt_in" not in seen and len(args) >= 2:
             seen["src"], seen["tgt_in"] = args[0], args[1]
+            seen["call_line"] = _caller_line(ctx)
 
     def post(mod, args, kwargs, out):
         logits = out[0] if isinstance(out, (tuple, list)) else out
@@ -73,6 +76,54 @@ class Stub(torch.nn.Module):
         return self.generator(self.emb(tgt)), []                  # (B, T, V)
 
 
+def _caller_line(ctx):
+    import sys
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename == ctx.source.code_path:
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
+def _loss_lines(ctx, line):
+    """(line of the loss call's target argument, line that defined that target variable)."""
+    call = locate.call_at(ctx, line) if line else None
+    if call is None:
+        return line, None
+    target = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "target"), None)
+    if target is None:
+        return line, None
+    fn = locate.enclosing_function(ctx, line)
+    var = locate.root_name(target)
+    return target.lineno, (locate.assignment_of(fn, var, line) if fn and var else None)
+
+
+def _optimizer_line(ctx):
+    """The scheduler call in train() if any, else the optimizer's; for a too-low lr, where its value comes from."""
+    fns = locate.functions(ctx, "train")
+    if not fns:
+        return None, None
+    fn = fns[0]
+    opt = [c for c in locate.calls_named(fn, "Adam", "AdamW", "SGD", "RMSprop", "Adagrad") if c]
+    sched = locate.calls_named(fn, "LambdaLR", "LinearLR", "OneCycleLR", "StepLR", "CosineAnnealingLR",
+                               "SequentialLR", "ExponentialLR", "MultiStepLR", "ReduceLROnPlateau")
+    lr_line = None
+    if opt:
+        kw = next((k.value for k in opt[0].keywords if k.arg == "lr"), None)
+        lr_line = opt[0].lineno
+        if isinstance(kw, ast.Name):  # lr=lr: the value is the parameter's default
+            names = [a.arg for a in fn.args.args]
+            defaults = dict(zip(names[len(names) - len(fn.args.defaults):], fn.args.defaults))
+            if kw.id in defaults:
+                lr_line = defaults[kw.id].lineno
+        elif kw is not None:
+            lr_line = kw.lineno
+    lam = [n for n in ast.walk(sched[0]) if isinstance(n, ast.Lambda)] if sched else []
+    sched_line = lam[0].lineno if lam else sched[0].lineno if sched else (opt[0].lineno if opt else None)
+    return lr_line, sched_line
+
+
 def trace(ctx):
     fn = ctx.need("train")
     warmup = default(fn, "warmup", 400)
@@ -90,11 +141,14 @@ def trace(ctx):
         return [check("lr-schedule", "fail", None, "the optimizer steps", "train() never called optimizer.step()")]
     peak, first = max(lrs), lrs[0]
     reach = next((i + 1 for i, v in enumerate(lrs) if v >= 0.99 * peak), None)
-    checks.append(check("lr-schedule", "pass" if peak >= 5e-5 and first <= 0.2 * peak else "fail",
+    lr_ok = peak >= 5e-5 and first <= 0.2 * peak
+    lr_line, sched_line = _optimizer_line(ctx)
+    checks.append(check("lr-schedule", "pass" if lr_ok else "fail",
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
                         "warmup from ~0 to a peak >= 5e-5 (lesson: 2.5e-06 at step 1, 1e-3 at step 400)",
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
-                        data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup}))
+                        data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup},
+                        location=None if lr_ok else ctx.where(lr_line if peak < 5e-5 else sched_line)))
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
         checks.append(check("train-shift", "skip", None, "", "no cross_entropy/nll_loss call observed in train()"))
@@ -113,6 +167,12 @@ def trace(ctx):
         same = float((target == tgt_in)[real].float().mean())
         shifted = float((target[:, :-1] == tgt_in[:, 1:])[real[:, 1:]].float().mean())
     ok = same is not None and shifted is not None and shifted > 0.95 and same < 0.5
+    target_line, target_def = _loss_lines(ctx, line)
+    if not ok:
+        from .common import SOS
+        # Input starting with SOS means the input is right and the labels are wrong, else the other way round.
+        fed_sos = bool((tgt_in[:, 0] == SOS).all())
+        line = (target_def or target_line) if fed_sos else (seen.get("call_line") or line)
     checks.append(check("train-shift", "pass" if ok else "fail",
                         {"label_equals_input": rnd(same, 3) if same is not None else None,
                          "label_is_next_input": rnd(shifted, 3) if shifted is not None else None},
@@ -132,7 +192,7 @@ def trace(ctx):
     checks.append(check("train-pad-ignored", status, rnd(pad_grad, 6) if pad_grad is not None else None,
                         "0: PAD targets send no gradient (ignore_index=PAD)",
                         f"share of the loss gradient that comes from PAD target positions; ignore_index={ign}",
-                        data={"ignore_index": ign}, location=ctx.where(line if status == "fail" else None)))
+                        data={"ignore_index": ign}, location=ctx.where(target_line if status == "fail" else None)))
     return checks
 
 

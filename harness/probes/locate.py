@@ -1,0 +1,131 @@
+"""Find the student's line for a finding, from the source's syntax tree.
+
+Probes know *what* went wrong and often the line of a torch call (from the
+interceptor); these helpers walk from there to the line a student must edit:
+the assignment that defined a wrong argument, the default of a parameter, the
+return of a mask function.
+"""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+
+@lru_cache(maxsize=8)
+def _tree(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
+def functions(ctx, name: str) -> list[ast.FunctionDef]:
+    """Every function or method called `name` (`Class.method` narrows to one class)."""
+    cls, _, meth = name.rpartition(".")
+    out = []
+    for node in ast.walk(_tree(ctx.source.text)):
+        if cls and isinstance(node, ast.ClassDef) and node.name == cls:
+            out += [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == meth]
+        elif not cls and isinstance(node, ast.FunctionDef) and node.name == meth:
+            out.append(node)
+    return out
+
+
+def enclosing_function(ctx, line: int) -> ast.FunctionDef | None:
+    best = None
+    for node in ast.walk(_tree(ctx.source.text)):
+        if isinstance(node, ast.FunctionDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best
+
+
+def call_at(ctx, line: int) -> ast.Call | None:
+    """The outermost call that starts on `line`."""
+    for node in ast.walk(_tree(ctx.source.text)):
+        if isinstance(node, ast.Call) and node.lineno == line:
+            return node
+    return None
+
+
+def root_name(expr: ast.AST) -> str | None:
+    """`tgt_out.reshape(-1)` -> 'tgt_out'."""
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Call):
+            expr = expr.func
+        elif isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        else:
+            return None
+
+
+def assignment_of(fn: ast.FunctionDef, var: str, before: int) -> int | None:
+    """The last line in `fn` before `before` that assigns `var`."""
+    best = None
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < before:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if var in names and (best is None or node.lineno > best):
+                best = node.lineno
+    return best
+
+
+def last_return(fn: ast.FunctionDef) -> int | None:
+    rets = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    return max(rets) if rets else None
+
+
+def calls_named(fn: ast.AST, *suffixes: str) -> list[ast.Call]:
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if any(name == s or name.endswith("." + s) for s in suffixes):
+                out.append(node)
+    return sorted(out, key=lambda n: n.lineno)
+
+
+def lines_mentioning(fn: ast.AST, *words: str) -> list[int]:
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.With):   # `with torch.no_grad():` counts by its header only
+            if any(w in ast.unparse(item) for item in node.items for w in words):
+                out.add(node.lineno)
+            continue
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For,
+                                                                   ast.While, ast.With)):
+            text = ast.unparse(node)
+            if any(w in text for w in words):
+                out.add(node.lineno)
+    return sorted(out)
+
+
+def unused_after(fn: ast.FunctionDef, line: int) -> int | None:
+    """If a name assigned on `line` is never read later in `fn`, the next statement's line (where it was
+    meant to be used)."""
+    assigned, later_reads, next_stmt = set(), set(), None
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and node.lineno == line:
+            assigned = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno > line:
+            later_reads.add(node.id)
+        if isinstance(node, ast.stmt) and node.lineno > line and (next_stmt is None or node.lineno < next_stmt):
+            next_stmt = node.lineno
+    unused = [n for n in assigned if n not in later_reads and not n.startswith("_")]
+    return next_stmt if unused else None
+
+
+def missing_residual_line(fn: ast.FunctionDef) -> int | None:
+    """First `x = ...` in a layer's forward whose value does not add x back (norm(sublayer) without x +)."""
+    args = [a.arg for a in fn.args.args[1:2]]
+    var = args[0] if args else "x"
+    for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        if not any(isinstance(t, ast.Name) and t.id == var for t in node.targets):
+            continue
+        if not isinstance(node.value, ast.Call):
+            continue
+        adds = [b for b in ast.walk(node.value) if isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add)
+                and any(isinstance(s, ast.Name) and s.id == var for s in (b.left, b.right))]
+        if not adds:
+            return node.lineno
+    return None
