@@ -160,4 +160,10 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         return base
     base["diagnoses"] = diagnose(base)
     base["verdict"] = "problems" if base["diagnoses"] else "clean"
+    if base["assignment"] == "reversal" and base["artifacts"].get("training"):
+        from .reference_curves import load
+        ref = load()
+        if ref:  # the reference's own brief training, same steps and seed: the report draws both
+            base["reference"] = {"training": ref.get("training"), "decode_accuracy": ref.get("decode_accuracy"),
+                                 "cross_attn_pattern": ref.get("cross_attn_pattern")}
     return base

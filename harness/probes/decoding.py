@@ -91,6 +91,7 @@ def _trace_warm(ctx, model, steps, bs):
     real = fn
 
     def short(m, **kw):
+        kw = {k: v for k, v in kw.items() if k in kwargs_for(real, **kw)}
         return real(m, **kw, **kwargs_for(real, warmup=50))
     ctx.module.train = short
     try:
