@@ -1,72 +1,294 @@
-"""The terminal summary: verdict, top causes with one line of evidence and file:line."""
+"""The terminal side of a check: a progress line on stderr while it runs, a one-screen summary after.
+
+Colour only on a terminal, never when piped, never with NO_COLOR set (https://no-color.org),
+never with TERM=dumb. The progress line animates (spinner, elapsed seconds) only on a
+terminal; piped, it prints one plain line per phase, which reads well in CI logs.
+"""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
+import threading
 import time
+
+STATUS_ORDER = ("fail", "error", "skip", "info", "pass")
+STATUS_COLOR = {"pass": "blue", "fail": "red", "error": "yellow", "skip": None, "info": "cyan"}
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:
+        return False
 
 
 def _color(stream) -> bool:
-    return hasattr(stream, "isatty") and stream.isatty() and "NO_COLOR" not in os.environ
+    """Colour for this stream: a terminal, NO_COLOR unset (any value, even empty, turns colour off), TERM not dumb."""
+    return _isatty(stream) and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def _utf8(stream) -> bool:
+    enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return enc in ("utf8", "utf8sig")
 
 
 class Progress:
-    """One line on stderr that names the probe being run, so nobody stares at a silent prompt."""
+    """Which probe is running and for how long, so nobody stares at a silent prompt.
 
-    def __init__(self, stream=sys.stderr):
-        self.stream, self.t0, self.tty = stream, time.monotonic(), _color(stream)
+    On a terminal: one line redrawn in place, a spinner and the elapsed time, animated by a
+    daemon thread between phases (brief training is one 45 s phase). Piped: a plain line per phase.
+    `phase` may be called from any thread (the runner calls it from its reader thread).
+    """
+
+    FRAMES_UTF8 = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    FRAMES_ASCII = "|/-\\"
+
+    def __init__(self, stream=None, interval: float = 0.1):
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.monotonic()
+        self.tty = _isatty(self.stream) and os.environ.get("TERM") != "dumb"
+        self.color = _color(self.stream)
+        self.frames = self.FRAMES_UTF8 if _utf8(self.stream) else self.FRAMES_ASCII
+        self.name, self.phase_t0, self.n = "starting", self.t0, 0
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._done = False
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _line(self, frame: str) -> str:
+        total = self._elapsed()
+        here = time.monotonic() - self.phase_t0
+        spin = f"\x1b[36m{frame}\x1b[0m" if self.color else frame
+        name = f"\x1b[1m{self.name}\x1b[0m" if self.color else self.name
+        width = shutil.get_terminal_size((80, 24)).columns
+        extra = f" ({here:.0f}s)" if here >= 3 else ""
+        text = f"{spin} mtxdiag {total:5.1f}s  {name}{extra}"
+        visible = len(f"{frame} mtxdiag {total:5.1f}s  {self.name}{extra}")
+        if visible >= width:     # never wrap: a wrapped line cannot be redrawn in place
+            text = f"{frame} mtxdiag {total:5.1f}s  {self.name}"[: max(width - 1, 10)]
+        return text
+
+    def _draw(self, frame: str):
+        try:
+            self.stream.write("\r\x1b[K" + self._line(frame))
+            self.stream.flush()
+        except Exception:
+            pass
+
+    def _spin(self):
+        i = 0
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                if self._done:
+                    return
+                i += 1
+                self._draw(self.frames[i % len(self.frames)])
 
     def phase(self, name):
-        msg = f"mtxdiag: {time.monotonic() - self.t0:5.1f}s  {name}"
-        if self.tty:
-            self.stream.write("\r\x1b[K" + msg)
-        else:
-            self.stream.write(msg + "\n")
-        self.stream.flush()
+        with self._lock:
+            if self._done:
+                return
+            self.name, self.phase_t0, self.n = str(name)[:80], time.monotonic(), self.n + 1
+            if self.tty:
+                self._draw(self.frames[0])
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._spin, name="mtxdiag-progress", daemon=True)
+                    self._thread.start()
+            else:
+                try:
+                    self.stream.write(f"mtxdiag: {self._elapsed():5.1f}s  {self.name}\n")
+                    self.stream.flush()
+                except Exception:
+                    pass
 
     def done(self):
-        if self.tty:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._stop.set()
+            if self.tty:
+                try:
+                    self.stream.write("\r\x1b[K")
+                    self.stream.flush()
+                except Exception:
+                    pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.done()
 
 
-def _where(loc):
-    if not loc:
+# -- where, and the student's own line -------------------------------------------------------------
+
+def where(loc) -> str:
+    """'file:line', or 'file cell N line M' for a notebook."""
+    if not isinstance(loc, dict):
         return ""
+    f = loc.get("file") or "?"
     if loc.get("cell"):
-        return f"{loc['file']} cell {loc['cell']} line {loc.get('cell_line')}"
-    return f"{loc['file']}:{loc['line']}"
+        return f"{f} cell {loc['cell']} line {loc.get('cell_line') or '?'}"
+    if loc.get("line"):
+        return f"{f}:{loc['line']}"
+    return ""
 
 
-def summary(result: dict, json_path=None, html_path=None, color: bool | None = None) -> str:
+_where = where  # the old private name
+
+
+MAX_SOURCE_BYTES = 5_000_000
+
+
+def _read_text(path) -> str | None:
+    try:
+        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return None
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def source_lines(path, loc) -> tuple[list[str], int, str] | None:
+    """The lines to show for a location: (lines, the 1-based line to mark, a label), or None.
+
+    For a .py file: the file and loc['line']. For a notebook: the code of cell loc['cell']
+    (1-based over all cells, as the loader counts) and loc['cell_line'].
+    """
+    if not isinstance(loc, dict):
+        return None
+    path = path or loc.get("file")
+    if not path:
+        return None
+    text = _read_text(path)
+    if text is None:
+        return None
+    if str(path).endswith(".ipynb"):
+        cell, cl = loc.get("cell"), loc.get("cell_line")
+        if not isinstance(cell, int) or not isinstance(cl, int):
+            return None
+        try:
+            cells = json.loads(text).get("cells")
+            src = cells[cell - 1].get("source", "")
+        except (ValueError, AttributeError, IndexError, TypeError):
+            return None
+        src = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else str(src)
+        lines = src.splitlines()
+        if not 1 <= cl <= len(lines):
+            return None
+        return lines, cl, f"cell {cell}, line {cl}"
+    line = loc.get("line")
+    lines = text.splitlines()
+    if not isinstance(line, int) or not 1 <= line <= len(lines):
+        return None
+    return lines, line, f"line {line}"
+
+
+def source_line(loc, path=None) -> str | None:
+    got = source_lines(path, loc)
+    if got is None:
+        return None
+    lines, n, _ = got
+    return lines[n - 1].strip()
+
+
+# -- the summary --------------------------------------------------------------------------------
+
+def _short(text, width) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def summary(result: dict, json_path=None, html_path=None, color: bool | None = None,
+            width: int | None = None, max_causes: int = 3) -> str:
+    """Verdict, the top causes with one line of evidence and file:line each, where the reports are.
+
+    Fits one screen: at most `max_causes` causes in full (about 5 lines each), the rest by name.
+    """
     color = _color(sys.stdout) if color is None else color
-    def st(text, fg=None, bold=False):
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns if _isatty(sys.stdout) else 100
+    width = max(60, min(int(width), 140))
+
+    def st(text, fg=None, bold=False, dim=False):
         if not color:
             return text
         import click
-        return click.style(text, fg=fg, bold=bold)
-    v = result["verdict"]
-    head = {"clean": st("CLEAN", "green", True), "problems": st("PROBLEMS", "red", True),
-            "error": st("ERROR", "yellow", True)}[v]
-    lines = [f"{head}  {result['submission']}  (assignment {result.get('assignment')}, "
-             f"{result['timings'].get('total_s', 0):.1f}s)"]
-    for i, d in enumerate(result["diagnoses"][:5], start=1):
-        lines.append(f"  {i}. {st(d['id'], 'cyan', True)} ({d['confidence']:.2f})  {d['title']}")
-        if d["evidence"]:
-            lines.append(f"     evidence: {d['evidence'][0][:150]}")
-        where = _where(d.get("location"))
-        if where:
-            lines.append(f"     at: {where}")
-        lines.append(f"     fix: {d['fix'][:150]}")
-    if len(result["diagnoses"]) > 5:
-        lines.append(f"  ... and {len(result['diagnoses']) - 5} more in the report")
+        return click.style(text, fg=fg, bold=bold, dim=dim)
+
+    result = result if isinstance(result, dict) else {}
+    v = result.get("verdict", "error")
+    diagnoses = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
+    checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+    head = {"clean": st(" CLEAN ", "blue", True), "problems": st(" PROBLEMS ", "red", True),
+            "error": st(" ERROR ", "yellow", True)}.get(v, st(f" {str(v).upper()} ", bold=True))
+    timings = result.get("timings") if isinstance(result.get("timings"), dict) else {}
+    total_s = timings.get("total_s")
+    meta = [f"assignment {result.get('assignment') or '?'}"]
+    if isinstance(total_s, (int, float)):
+        meta.append(f"{total_s:.1f}s")
+    if result.get("quick"):
+        meta.append("quick: no training probes")
+    lines = [f"{head} {result.get('submission', '?')}  " + st("(" + ", ".join(meta) + ")", dim=True)]
+    err = result.get("error")
+    if isinstance(err, dict) and err.get("reason"):
+        lines.append("  " + st(_short(f"the check stopped: {err['reason']}", width - 2), "yellow"))
+    if v == "clean":
+        n_pass = sum(1 for c in checks if c.get("status") == "pass")
+        lines.append(f"  No problems found: {n_pass} of {len(checks)} checks passed.")
+    elif diagnoses:
+        n = len(diagnoses)
+        lines.append(f"  {n} likely cause{'s' if n != 1 else ''}, most likely first:")
+    for i, d in enumerate(diagnoses[:max_causes], start=1):
+        conf = d.get("confidence")
+        conf = f"{conf:.0%}" if isinstance(conf, (int, float)) else "?"
+        title = _short(d.get("title", ""), width - len(str(d.get("id"))) - 16)
+        lines.append(f"  {i}. {st(str(d.get('id', '?')), 'cyan', True)}  {title}  {st(conf, dim=True)}")
+        ev = d.get("evidence") or []
+        if ev:
+            lines.append("     " + st("evidence ", dim=True) + _short(ev[0], width - 14))
+        loc = d.get("location")
+        at = where(loc)
+        if at:
+            code = source_line(loc)
+            at_line = st("at       ", dim=True) + st(at, bold=True)
+            if code:
+                room = width - 14 - len(at) - 4
+                if room > 12:
+                    at_line += st("  │ ", dim=True) + _short(code, room)
+            lines.append("     " + at_line)
+        if d.get("fix"):
+            lines.append("     " + st("fix      ", dim=True) + _short(d["fix"], width - 14))
+    if len(diagnoses) > max_causes:
+        rest = ", ".join(str(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
+        more = len(diagnoses) - max_causes
+        lines.append("  " + _short(f"+ {more} more: {rest}" + (" …" if more > 6 else ""), width - 2))
     counts = {}
-    for c in result["checks"]:
-        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    for c in checks:
+        counts[c.get("status")] = counts.get(c.get("status"), 0) + 1
     if counts:
-        lines.append("  checks: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    if json_path:
-        lines.append(f"  json:   {json_path}")
+        parts = [st(f"{counts[s]} {s}", STATUS_COLOR.get(s), s in ("fail", "error"))
+                 for s in STATUS_ORDER if s in counts]
+        parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUS_ORDER]
+        lines.append("  checks   " + " · ".join(parts))
     if html_path:
-        lines.append(f"  report: {html_path}")
-    return "\n".join(lines)
+        lines.append("  report   " + st(str(html_path), bold=True))
+    if json_path:
+        lines.append("  json     " + str(json_path))
+    text = "\n".join(lines)
+    if not _utf8(sys.stdout):   # e.g. a C-locale CI log: keep the summary printable
+        text = text.translate(ASCII_FALLBACK)
+    return text
+
+
+ASCII_FALLBACK = str.maketrans({"…": "...", "│": "|", "·": "-"})

@@ -1,0 +1,474 @@
+"""The HTML report a student reads: one self-contained file (no network, no JavaScript).
+
+    write(result, html_path, source_path=None)   render and write atomically
+    render(result, source_path=None) -> str       the HTML text
+    render_timings                                 seconds per figure of the last render()
+
+Top: the verdict and the ranked diagnoses (evidence, fix, why, the student's source
+around the line). Then the pictures, each only when its artifact is in the result, and
+otherwise a sentence that says why it is not (a skipped or failed probe, --quick).
+Then the parameter table, every check, the captured output and the code the loader
+skipped. Any artifact may be missing, malformed or huge: a section that cannot be
+drawn says so and the rest of the report is unaffected.
+"""
+from __future__ import annotations
+
+import html as _html
+import json
+import math
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from . import figures as F
+from .terminal import source_lines, where
+
+TEMPLATES = Path(__file__).parent / "templates"
+CONTEXT_LINES = 6
+STDOUT_HEAD, STDOUT_TAIL, STDOUT_MAX = 12_000, 18_000, 40_000
+
+#: seconds spent per figure (and in total) by the most recent render(); for benchmarks.
+render_timings: dict[str, float] = {}
+
+_env = None
+
+
+def _environment():
+    global _env
+    if _env is None:
+        import jinja2
+        _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                                  autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+                                  trim_blocks=True, lstrip_blocks=True, undefined=jinja2.ChainableUndefined)
+        _env.filters["value"] = fmt_value
+    return _env
+
+
+# -- small formatting helpers ------------------------------------------------------------------------
+
+def fmt_num(v) -> str:
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 1000 else str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e5 or abs(v) < 1e-3:
+            return f"{v:.3g}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def fmt_value(v, limit: int = 300) -> str:
+    """A measured value, compact: numbers rounded, dicts as 'key: value', long things cut."""
+    if v is None:
+        return "—"
+    if isinstance(v, (int, float, bool)):
+        return fmt_num(v)
+    if isinstance(v, dict):
+        text = ", ".join(f"{k}: {fmt_value(x, 80)}" for k, x in list(v.items())[:20])
+    elif isinstance(v, (list, tuple)):
+        text = "[" + ", ".join(fmt_value(x, 40) for x in v[:12]) + (", …" if len(v) > 12 else "") + "]"
+    else:
+        text = str(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def measured_lines(v) -> list[str]:
+    """A measured value as short lines: one 'key: value' per line for a dict."""
+    if isinstance(v, dict) and v:
+        lines = [f"{k}: {fmt_value(x, 120)}" for k, x in list(v.items())[:12]]
+        return lines + (["…"] if len(v) > 12 else [])
+    return [fmt_value(v)]
+
+
+def _str(v, limit=4000) -> str:
+    return "" if v is None else str(v)[:limit]
+
+
+# -- the student's source -------------------------------------------------------------------------
+
+def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
+    """The lines around a location: {label, lines: [(number, text, hit)]} or {missing: reason}."""
+    if not isinstance(loc, dict) or not (loc.get("line") or loc.get("cell")):
+        return None
+    got = source_lines(source_path, loc)
+    if got is None:
+        shown = source_path or loc.get("file") or "the submission"
+        return {"missing": f"The source of {shown} could not be read to show this line."}
+    lines, n, label = got
+    lo, hi = max(1, n - context), min(len(lines), n + context)
+    return {"label": label, "lines": [(k, lines[k - 1][:300].rstrip(), k == n) for k in range(lo, hi + 1)]}
+
+
+# -- sections -------------------------------------------------------------------------------------
+
+LOAD_FAILURES = {"syntax-error", "definition-error", "missing-module", "unreadable-file", "exit-during-load",
+                 "missing-name", "timeout", "memory-limit", "crashed", "grader-fault"}
+
+# section id, title, artifact keys, assignments it belongs to, probe/check ids that produce it, train-only
+SECTIONS = [
+    ("cross-attention", "Cross-attention after brief training", ("cross_attention",), ("reversal",),
+     ("cross-attn-pattern", "brief-training"), True),
+    ("training", "Training curves", ("training",), ("reversal",), ("brief-training",), True),
+    ("lr-schedule", "Learning-rate schedule of your train()", ("trace",), ("reversal",),
+     ("lr-schedule", "train-trace"), False),
+    ("positional", "Positional encoding", ("pe_table",), ("reversal", "block"), ("pe-formula", "pe"), False),
+    ("causal", "Causal structure", ("dependency", "target_mask"), ("reversal", "block"),
+     ("causal-leak", "target-mask"), False),
+    ("rowmax", "Attention at initialisation", ("attn_rowmax_init",), ("reversal", "block"),
+     ("attn-saturation",), False),
+    ("overfit", "Overfitting one batch", ("overfit",), ("reversal",), ("overfit",), False),
+    ("block-weights", "Self-attention of your TransformerBlock", ("block_weights",), ("block",),
+     ("block-weights", "block-causal"), False),
+]
+
+INTRO = {
+    "cross-attention": "Your model is trained briefly with your own train() (400 steps, batch 32), then run on one "
+                       "6-digit source. Reversal needs target position i to attend to source position n-1-i: a bright "
+                       "band from the top right to the bottom left, the anti-diagonal. A bright main diagonal means "
+                       "the model copies instead of reversing (was the data reversed?); a uniform field means the "
+                       "source is ignored (is memory reaching every decoder layer?). Rows are the tokens your model "
+                       "generated at each target position (* marks one that differs from the correct next token), "
+                       "columns the source tokens; colour runs from 0 to 1.",
+    "training": "Loss, learning rate and gradient norm per optimizer step of your train() during the brief training. "
+                "A healthy run starts near 2.6-3.5 and falls steadily; stuck near ln 13 = 2.565 means nothing is "
+                "learned (learning rate or gradient flow); under 0.05 within 200 steps means the labels leak into "
+                "the input.",
+    "lr-schedule": "The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
+                   "with your defaults for lr and warmup). The lesson warms up linearly from 2.5e-06 to 1e-3 over "
+                   "400 steps, then stays flat.",
+    "positional": "The table your positional encoding adds to a zero input (rows: positions 0-49, columns: the 64 "
+                  "dimensions). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
+                  "to right.",
+    "causal": "Which decoder outputs change when one decoder input token changes (the lesson's leakage test, for "
+              "every position). Correct is lower-triangular: output i may depend on inputs 0..i only. A cell above "
+              "the diagonal is a future leak: training looks excellent and generation fails.",
+    "rowmax": "For each row of the first attention layer of the untrained model, the largest attention weight. With "
+              "the 1/sqrt(d_k) scaling the mean sits around 0.45-0.53; without it softmax saturates and the mean is "
+              "near 0.8 or above.",
+    "overfit": "A fresh model (dropout 0) trained on one fixed batch of 8 with Adam at lr 1e-3. A correct model "
+               "memorises it: below 0.05 within 400 steps (the reference: below 0.005 by ~150). A model that "
+               "cannot has a wiring bug.",
+    "block-weights": "The self-attention weights of each head of your TransformerBlock on one input, without and "
+                     "with the causal mask. With the mask, everything above the diagonal must be 0.",
+}
+
+# which section shows the evidence of a check (for 'see also' links from a diagnosis)
+CHECK_SECTION = {"cross-attn-pattern": "cross-attention", "decode-accuracy": "cross-attention",
+                 "brief-training": "training", "lr-schedule": "lr-schedule", "pe-formula": "positional",
+                 "causal-leak": "causal", "attn-saturation": "rowmax", "overfit": "overfit",
+                 "param-count": "parameters", "block-weights": "block-weights", "block-causal": "block-weights",
+                 "block-saturation": "block-weights", "block-rows-sum": "block-weights"}
+
+
+def _checks(result) -> list[dict]:
+    return [c for c in result.get("checks") or [] if isinstance(c, dict)]
+
+
+def _by_id(result) -> dict:
+    out = {}
+    for c in _checks(result):
+        out.setdefault(c.get("id"), c)
+    return out
+
+
+NOT_FOR_ASSIGNMENT = "Not measured: no probe produces this for this assignment."
+
+
+def absent_reason(result: dict, section: tuple) -> str:
+    """One sentence: why this picture is not in the report."""
+    sid, title, keys, _assign, producers, train_only = section
+    err = result.get("error")
+    if isinstance(err, dict) and (err.get("kind") or err.get("reason")):
+        return f"Not measured: the check stopped early ({_str(err.get('reason') or err.get('kind'), 300)})."
+    by_id = _by_id(result)
+    if not by_id:
+        diags = [d.get("id") for d in result.get("diagnoses") or [] if isinstance(d, dict)]
+        if any(d in LOAD_FAILURES for d in diags):
+            return "Not measured: your file could not be loaded, so no probe ran. Fix the problem above first."
+        return "Not measured: no probe ran on this submission."
+    contract = by_id.get("contract")
+    if contract and contract.get("status") == "fail":
+        return "Not measured: required names are missing (see the diagnosis above), so the probes did not run."
+    if train_only and result.get("quick"):
+        return ("Not measured: this was a --quick check, which skips the training probes. Run "
+                "`mtxdiag check FILE` without --quick (about 30 s more) to see it.")
+    for pid in producers:
+        c = by_id.get(pid)
+        if c is None:
+            continue
+        st = c.get("status")
+        detail = _str(c.get("detail"), 400)
+        if st == "skip":
+            return f"Not measured: the probe '{pid}' was skipped" + (f" ({detail})." if detail else ".")
+        if st == "error":
+            return f"Not measured: the probe '{pid}' failed with an error" + (f": {detail}" if detail else ".")
+    if any(by_id.get(p) for p in producers):
+        return "The probe ran but recorded no data for this picture."
+    return NOT_FOR_ASSIGNMENT
+
+
+def _section_figures(sid: str, art: dict, result: dict):
+    if sid == "cross-attention":
+        return F.cross_attention(art["cross_attention"])
+    if sid == "training":
+        ref = (result.get("reference") or {}) if isinstance(result.get("reference"), dict) else {}
+        return [F.training(art["training"], ref.get("training") if isinstance(ref.get("training"), dict) else None)]
+    if sid == "lr-schedule":
+        return [F.lr_trace(art["trace"])]
+    if sid == "positional":
+        return [F.pe(art["pe_table"], art.get("pe_diff"))]
+    if sid == "causal":
+        return [F.causal(art.get("dependency"), art.get("target_mask"))]
+    if sid == "rowmax":
+        return [F.rowmax(art["attn_rowmax_init"])]
+    if sid == "overfit":
+        return [F.overfit(art["overfit"])]
+    if sid == "block-weights":
+        return [F.block_weights(art["block_weights"])]
+    return []
+
+
+def _cross_text(result: dict, art: dict) -> dict:
+    """The numbers under the cross-attention maps: the pattern check and per-layer, per-head masses."""
+    out = {"summary": None, "rows": []}
+    c = _by_id(result).get("cross-attn-pattern")
+    m = c.get("measured") if isinstance(c, dict) else None
+    if isinstance(m, dict) and isinstance(m.get("anti_diagonal"), (int, float)):
+        out["summary"] = {"anti": fmt_num(float(m["anti_diagonal"])),
+                          "diag": fmt_num(float(m["diagonal"])) if isinstance(m.get("diagonal"), (int, float)) else "—",
+                          "kind": _str(m.get("kind"), 40) or "—", "detail": _str(c.get("detail"), 300),
+                          "expected": _str(c.get("expected"), 200)}
+    ca = art.get("cross_attention")
+    layers = ca.get("layers") if isinstance(ca, dict) else None
+    for i, layer in enumerate(layers[:F.MAX_LAYERS] if isinstance(layers, list) else []):
+        if not isinstance(layer, dict):
+            continue
+        anti = [F._num(a) for a in layer.get("anti") or []][:F.MAX_HEADS] if isinstance(layer.get("anti"), list) else []
+        diag = [F._num(a) for a in layer.get("diag") or []][:F.MAX_HEADS] if isinstance(layer.get("diag"), list) else []
+        fin = [a for a in anti if math.isfinite(a)]
+        out["rows"].append({"layer": i + 1, "anti": [F._fmt(a) for a in anti], "diag": [F._fmt(d) for d in diag],
+                            "mean": F._fmt(sum(fin) / len(fin)) if fin else "n/a"})
+    if out["summary"] is None and out["rows"]:
+        best = max(out["rows"], key=lambda r: float(r["mean"]) if r["mean"] != "n/a" else -1)
+        out["summary"] = {"anti": best["mean"], "diag": "—", "kind": "—",
+                          "detail": f"layer {best['layer']}, mean over heads", "expected": ""}
+    return out
+
+
+def build_sections(result: dict, timings: dict, not_measured: list | None = None) -> list[dict]:
+    """The picture sections in order; titles of pictures no probe of this assignment makes go to not_measured."""
+    not_measured = [] if not_measured is None else not_measured
+    art = result.get("artifacts") if isinstance(result.get("artifacts"), dict) else {}
+    assignment = result.get("assignment")
+    out = []
+    for sec in SECTIONS:
+        sid, title, keys, assign, producers, train_only = sec
+        present = any(art.get(k) is not None for k in keys)
+        if not present and assignment in ("reversal", "block") and assignment not in assign:
+            continue    # a picture of the other assignment: leave it out
+        entry = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
+                 "error": None, "note": None, "extra": None}
+        if sid == "training" and present and isinstance(art.get("training"), dict):
+            ref = result.get("reference")
+            if not (isinstance(ref, dict) and isinstance(ref.get("training"), dict)):
+                entry["note"] = ("The reference's curves are not in this result, so yours are shown alone "
+                                 "(the lesson's healthy run: 3.35 at step 1, 0.90 at step 400 with batch 64).")
+        if sid == "cross-attention" and present:
+            entry["extra"] = _cross_text(result, art)
+        if not present:
+            entry["absent"] = absent_reason(result, sec)
+            if entry["absent"] == NOT_FOR_ASSIGNMENT:
+                not_measured.append(title)   # listed in one line, not as an empty section
+                continue
+        else:
+            t = time.perf_counter()
+            try:
+                entry["figures"] = _section_figures(sid, art, result)
+            except F.FigureError as e:
+                entry["error"] = f"This picture could not be drawn: {e}."
+            except Exception as e:  # a bug here must not cost the student the rest of the report
+                entry["error"] = f"This picture could not be drawn ({type(e).__name__}: {_str(e, 200)})."
+            timings[f"figure:{sid}"] = round(time.perf_counter() - t, 4)
+        out.append(entry)
+    return out
+
+
+def param_table(result: dict) -> dict:
+    c = _by_id(result).get("param-count")
+    if c is None:
+        sec = ("parameters", "", (), (), ("param-count",), False)
+        return {"absent": absent_reason(result, sec), "rows": []}
+    m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+    lesson = (c.get("data") or {}).get("lesson") if isinstance(c.get("data"), dict) else None
+    lesson = lesson if isinstance(lesson, dict) else {}
+    if not m:
+        return {"absent": f"The parameter count was not measured ({_str(c.get('detail'), 300) or c.get('status')}).",
+                "rows": []}
+    rows = []
+    for k in ("embeddings", "encoder", "decoder", "generator", "total"):
+        yours, theirs = m.get(k), lesson.get(k)
+        if yours is None and theirs is None:
+            continue
+        ok_y, ok_t = isinstance(yours, (int, float)), isinstance(theirs, (int, float))
+        diff = (yours - theirs) if ok_y and ok_t else None
+        rows.append({"name": k, "yours": fmt_value(yours), "lesson": fmt_value(theirs),
+                     "diff": "" if diff is None else ("0" if diff == 0 else f"{diff:+,}"), "same": diff == 0,
+                     "total": k == "total"})
+    return {"absent": None, "rows": rows, "detail": _str(c.get("detail"), 300), "status": c.get("status")}
+
+
+STATUS_LABEL = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error", "skip": "– skip", "info": "i info"}
+
+
+def check_rows(result: dict) -> list[dict]:
+    rows = []
+    for c in _checks(result)[:500]:
+        st = c.get("status") if c.get("status") in STATUS_LABEL else "info"
+        rows.append({"id": _str(c.get("id"), 64), "status": st, "label": STATUS_LABEL[st],
+                     "measured": measured_lines(c.get("measured")), "expected": _str(c.get("expected"), 300),
+                     "detail": _str(c.get("detail"), 600), "where": where(c.get("location")),
+                     "section": CHECK_SECTION.get(c.get("id"))})
+    return rows
+
+
+def _long_text(text) -> dict:
+    text = _str(text, 10_000_000)
+    if len(text) <= STDOUT_MAX:
+        return {"text": text, "omitted": 0, "head": text, "tail": ""}
+    return {"text": None, "head": text[:STDOUT_HEAD], "tail": text[-STDOUT_TAIL:],
+            "omitted": len(text) - STDOUT_HEAD - STDOUT_TAIL}
+
+
+def skipped_rows(result: dict) -> list[dict]:
+    out = []
+    for s in (result.get("skipped_code") or [])[:300]:
+        if not isinstance(s, dict):
+            continue
+        line, end = s.get("line"), s.get("end_line")
+        span = f"{line}" if not end or end == line else f"{line}-{end}"
+        where_ = f"cell {s['cell']}, line {span}" if s.get("cell") else f"line {span}"
+        code = _str(s.get("code"), 3000)
+        out.append({"where": where_, "reason": _str(s.get("reason"), 300), "code": code})
+    return out
+
+
+def diagnoses(result: dict, source_path) -> list[dict]:
+    out = []
+    for i, d in enumerate([d for d in result.get("diagnoses") or [] if isinstance(d, dict)][:30], start=1):
+        loc = d.get("location") if isinstance(d.get("location"), dict) else None
+        raw = [_str(e, 5000) for e in (d.get("evidence") or [])[:100]] if isinstance(d.get("evidence"), list) else []
+        ev, also, see = [], [], []
+        for e in raw:
+            if e.startswith("also explains ") and len(also) < 60:
+                also.append(e[len("also explains "):].split(":", 1)[0].strip()[:64])
+            elif len(ev) < 8:
+                ev.append(e if len(e) <= 700 else e[:699] + "…")
+        for cid in [e.split(":", 1)[0].strip() for e in ev] + also:
+            sec = CHECK_SECTION.get(cid)
+            if sec and sec not in see:
+                see.append(sec)
+        conf = d.get("confidence")
+        out.append({"rank": i, "id": _str(d.get("id"), 80), "title": _str(d.get("title"), 300),
+                    "confidence": f"{conf:.0%}" if isinstance(conf, (int, float)) and math.isfinite(conf) else "?",
+                    "conf_value": max(0.0, min(1.0, float(conf))) if isinstance(conf, (int, float))
+                    and math.isfinite(conf) else 0.0,
+                    "evidence": ev, "also": also, "fix": _str(d.get("fix"), 2000), "why": _str(d.get("why"), 3000),
+                    "where": where(loc), "excerpt": excerpt(source_path, loc), "see": see})
+    return out
+
+
+SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"}
+
+
+def context(result: dict, source_path=None, timings: dict | None = None) -> dict:
+    timings = {} if timings is None else timings
+    result = result if isinstance(result, dict) else {}
+    checks = _checks(result)
+    counts = {}
+    for c in checks:
+        counts[c.get("status")] = counts.get(c.get("status"), 0) + 1
+    verdict = result.get("verdict") if result.get("verdict") in ("clean", "problems", "error") else "error"
+    diags = diagnoses(result, source_path)
+    headline = {"clean": "No problems found",
+                "problems": f"{len(diags)} likely problem{'s' if len(diags) != 1 else ''}" if diags else "Problems",
+                "error": "The check could not finish"}[verdict]
+    t_sec = time.perf_counter()
+    not_measured = []
+    sections = build_sections(result, timings, not_measured)
+    timings["figures"] = round(time.perf_counter() - t_sec, 4)
+    params = param_table(result)
+    if params.get("absent") == NOT_FOR_ASSIGNMENT:
+        not_measured.append("Parameter count")
+    tms = result.get("timings") if isinstance(result.get("timings"), dict) else {}
+    err = result.get("error") if isinstance(result.get("error"), dict) else None
+    return {
+        "submission": _str(result.get("submission") or source_path or "submission", 500),
+        "name": os.path.basename(_str(result.get("submission") or source_path or "submission", 500)),
+        "assignment": _str(result.get("assignment") or "?", 40), "quick": bool(result.get("quick")),
+        "version": _str(result.get("harness_version"), 40), "total_s": fmt_num(tms.get("total_s"))
+        if isinstance(tms.get("total_s"), (int, float)) else "?",
+        "verdict": verdict, "headline": headline, "diagnoses": diags, "error": err,
+        "counts": [(s, counts[s], STATUS_LABEL[s]) for s in ("fail", "error", "skip", "info", "pass") if s in counts],
+        "n_checks": len(checks), "sections": sections, "params": params, "not_measured": not_measured,
+        "checks": check_rows(result), "stdout": _long_text(result.get("stdout")),
+        "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result),
+        "section_titles": SECTION_TITLES,
+    }
+
+
+def render(result: dict, source_path=None) -> str:
+    """The report as one HTML string. Never raises for a bad result: at worst a plain page with the error."""
+    timings: dict[str, float] = {}
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        ctx = context(result, source_path, timings)
+        t = time.perf_counter()
+        text = _environment().get_template("report.html").render(**ctx)
+        timings["template"] = round(time.perf_counter() - t, 4)
+    except Exception:
+        text = _fallback(result, traceback.format_exc())
+    timings["total"] = round(time.perf_counter() - t0, 4)
+    timings["cpu"] = round(time.process_time() - c0, 4)   # this process's CPU: robust on a loaded machine
+    render_timings.clear()
+    render_timings.update(timings)
+    return text
+
+
+def _fallback(result, tb: str) -> str:
+    try:
+        body = json.dumps({k: result.get(k) for k in ("submission", "verdict", "diagnoses")}, indent=2,
+                          default=str)[:200_000]
+    except Exception:
+        body = repr(result)[:200_000]
+    e = _html.escape
+    return ("<!doctype html><html lang=en><meta charset=utf-8><title>mtxdiag report</title>"
+            "<body style='font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto'>"
+            "<h1>mtxdiag report</h1><p>The full report could not be rendered; here is the result's summary.</p>"
+            f"<pre style='white-space:pre-wrap'>{e(body)}</pre><details><summary>Why</summary>"
+            f"<pre style='white-space:pre-wrap'>{e(tb[-4000:])}</pre></details></body></html>")
+
+
+def write(result: dict, html_path, source_path=None) -> Path:
+    """Render and write atomically (temp file in the same folder, then os.replace); parents are created."""
+    path = Path(html_path)
+    text = render(result, source_path=source_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
