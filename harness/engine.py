@@ -155,7 +155,15 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         return base
     contract = next((c for c in p["checks"] if c["id"] == "contract"), None)
     if contract and contract["status"] == "fail":
-        base["diagnoses"] = [_diag("missing-name", 1.0, [say(contract)])]
+        missing = (contract.get("measured") or {}).get("missing") or []
+        hidden = next((s for s in base["skipped_code"] if any(f"class {n}" in str(s.get("code", ""))
+                                                               or f"def {n}" in str(s.get("code", "")) for n in missing)),
+                      None)
+        loc = {"file": submission, "line": hidden["line"]} if hidden else None
+        ev = [say(contract)] + ([f"{', '.join(missing)} is defined inside code that does not run at import "
+                                 f"(line {hidden['line']}: {hidden['reason']}); move it to the top level"]
+                                if hidden else [])
+        base["diagnoses"] = [_diag("missing-name", 1.0, ev, loc)]
         base["verdict"] = "problems"
         return base
     base["diagnoses"] = diagnose(base)

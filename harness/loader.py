@@ -77,9 +77,13 @@ def read_source(path: str, raw: bytes) -> Source:
             continue
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else str(src)
+        # A cell magic (%%bash, %%html, %%writefile ...) makes the whole cell non-Python;
+        # %%time / %%capture cells hold Python after their first line.
+        first = src.lstrip().split("\n", 1)[0]
+        whole_cell = first.startswith("%%") and first.split()[0] not in ("%%time", "%%timeit", "%%capture")
         for k, line in enumerate(src.splitlines(), start=1):
             stripped = line.lstrip()
-            if stripped.startswith(("%", "!")):
+            if whole_cell or stripped.startswith(("%", "!")):
                 skipped.append({"line": len(lines) + 1, "end_line": len(lines) + 1, "cell": n,
                                 "code": line, "reason": "notebook magic or shell command"})
                 line = ""  # keep the line so numbering stays aligned
@@ -98,16 +102,55 @@ def _dotted(node: ast.AST) -> str:
     return "?"
 
 
+def _walk_outside_lambdas(node: ast.AST):
+    """ast.walk, except that a lambda's body is not entered (it does not run at definition time)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, ast.Lambda):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def _safe_call(func: ast.AST) -> bool:
+    name = _dotted(func)
+    # torch.nn constructors (a loss object, an activation) build small objects and run no experiment
+    return name in SAFE_CALLS or name.startswith(("nn.", "torch.nn."))
+
+
 def _is_constant_expr(node: ast.AST) -> bool:
     """True when evaluating `node` cannot start an experiment (no unsafe calls)."""
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Lambda,)):
-            continue
-        if isinstance(sub, ast.Call) and _dotted(sub.func) not in SAFE_CALLS:
+    for sub in _walk_outside_lambdas(node):
+        if isinstance(sub, ast.Call) and not _safe_call(sub.func):
             return False
         if isinstance(sub, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
             return False
     return True
+
+
+def _bound(stmt: ast.stmt) -> set[str]:
+    """Names a top-level statement binds."""
+    out = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is stmt:
+            out.add(n.name)
+        elif isinstance(n, ast.alias):
+            out.add((n.asname or n.name).split(".")[0])
+    return out
+
+
+def _reads(stmt: ast.stmt) -> set[str]:
+    """Names a statement reads when it runs (function bodies and lambdas excluded: they run later)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        nodes = stmt.decorator_list + stmt.args.defaults + [d for d in stmt.args.kw_defaults if d]
+    elif isinstance(stmt, ast.ClassDef):
+        nodes = stmt.bases + stmt.decorator_list  # class bodies: names used there are checked when they run
+    else:
+        nodes = [stmt]
+    return {n.id for root in nodes for n in _walk_outside_lambdas(root)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _keep(stmt: ast.stmt) -> tuple[bool, str]:
@@ -149,11 +192,18 @@ def filter_module(source: Source) -> ast.Module:
                               (e.text or "").rstrip())
     kept = []
     lines = source.text.splitlines()
+    from_skipped: set[str] = set()   # names only skipped code would have bound
     for stmt in tree.body:
         ok, reason = _keep(stmt)
         if ok:
+            needs = _reads(stmt) & from_skipped
+            if needs:
+                ok, reason = False, f"uses {', '.join(sorted(needs))}, which comes from skipped code"
+        if ok:
             kept.append(stmt)
+            from_skipped -= _bound(stmt)
             continue
+        from_skipped |= _bound(stmt)
         end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
         code = "\n".join(lines[stmt.lineno - 1:end])
         entry = {"line": stmt.lineno, "end_line": end, "code": code[:2000], "reason": reason}

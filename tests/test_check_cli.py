@@ -252,10 +252,6 @@ def test_missing_model_names_the_contract(broken):
     assert any(s["code"].startswith('if __name__ == "__main__":') for s in run.result["skipped_code"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "missing-name has no location: when the required class is defined only inside a skipped block "
-    "(here `if __name__ == \"__main__\":`), skipped_code already holds that line, but engine.build_result "
-    "emits the missing-name diagnosis with location None instead of pointing at it."))
 def test_missing_model_points_at_the_block_that_hides_it(broken):
     line, _, run = broken("no_model")
     loc = top(run)["location"]
