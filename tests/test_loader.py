@@ -373,7 +373,7 @@ def test_non_ascii_utf8_is_fine():
     assert module.NAME == "Zoë"
 
 
-# --------------------------------------------------------------------------- known harness bugs
+# --------------------------------------------------------------------------- regressions (once loader bugs)
 
 
 def test_assignment_that_reads_a_skipped_name_is_skipped_too():
@@ -408,3 +408,26 @@ def test_bash_cell_magic_is_skipped_whole():
                                 "nb.ipynb")
     assert module.X == 1
     assert any(source.where(s["line"])["cell"] == 2 for s in source.skipped)
+
+
+def test_dependency_on_skipped_code_is_explained_and_reassignment_clears_it():
+    module, source = load_text('''\
+        import torch
+        model = torch.manual_seed(0)
+        d = model
+        def f(m=d):
+            return m
+        model = 3
+        size = model * 2
+        ''')
+    assert [s["line"] for s in source.skipped] == [2, 3, 4]
+    assert "d" in source.skipped[2]["reason"] and "skipped" in source.skipped[2]["reason"]
+    assert "model" in source.skipped[1]["reason"]
+    assert module.size == 6 and not hasattr(module, "f")
+
+
+def test_python_cell_magics_keep_their_python():
+    module, source = load_bytes(notebook(("code", "%%time\nX = 1"), ("code", "%%capture\n!pip install y\nY = 2")),
+                                "nb.ipynb")
+    assert (module.X, module.Y) == (1, 2)
+    assert [source.where(s["line"])["cell_line"] for s in source.skipped] == [1, 1, 2]
