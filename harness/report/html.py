@@ -100,7 +100,8 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
     got = source_lines(source_path, loc)
     if got is None:
         shown = source_path or loc.get("file") or "the submission"
-        return {"missing": f"The source of {shown} could not be read to show this line."}
+        return {"missing": f"{where(loc) or 'This line'} could not be shown: {shown} could not be read, "
+                           f"or it changed since the check."}
     lines, n, label = got
     lo, hi = max(1, n - context), min(len(lines), n + context)
     return {"label": label, "lines": [(k, lines[k - 1][:300].rstrip(), k == n) for k in range(lo, hi + 1)]}

@@ -6,6 +6,7 @@ terminal; piped, it prints one plain line per phase, which reads well in CI logs
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -57,6 +58,14 @@ class Progress:
         self._stop = threading.Event()
         self._thread = None
         self._done = False
+        if self.tty:   # animate from the start: the child takes a few seconds before its first phase
+            self._start()
+            atexit.register(self.done)
+
+    def _start(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._spin, name="mtxdiag-progress", daemon=True)
+            self._thread.start()
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -97,9 +106,7 @@ class Progress:
             self.name, self.phase_t0, self.n = str(name)[:80], time.monotonic(), self.n + 1
             if self.tty:
                 self._draw(self.frames[0])
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._spin, name="mtxdiag-progress", daemon=True)
-                    self._thread.start()
+                self._start()
             else:
                 try:
                     self.stream.write(f"mtxdiag: {self._elapsed():5.1f}s  {self.name}\n")
@@ -121,6 +128,8 @@ class Progress:
                     pass
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
+        if self.tty:
+            atexit.unregister(self.done)
 
     def __enter__(self):
         return self
@@ -220,18 +229,19 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         width = shutil.get_terminal_size((100, 24)).columns if _isatty(sys.stdout) else 100
     width = max(60, min(int(width), 140))
 
-    def st(text, fg=None, bold=False, dim=False):
+    def st(text, fg=None, bold=False, dim=False, reverse=False):
         if not color:
             return text
         import click
-        return click.style(text, fg=fg, bold=bold, dim=dim)
+        kw = {k: True for k, on in (("bold", bold), ("dim", dim), ("reverse", reverse)) if on}  # False emits a reset
+        return click.style(text, fg=fg, **kw)
 
     result = result if isinstance(result, dict) else {}
     v = result.get("verdict", "error")
     diagnoses = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
     checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
-    head = {"clean": st(" CLEAN ", "blue", True), "problems": st(" PROBLEMS ", "red", True),
-            "error": st(" ERROR ", "yellow", True)}.get(v, st(f" {str(v).upper()} ", bold=True))
+    head = {"clean": st(" CLEAN ", "blue", True, reverse=True), "problems": st(" PROBLEMS ", "red", True, reverse=True),
+            "error": st(" ERROR ", "yellow", True, reverse=True)}.get(v, st(f" {str(v).upper()} ", bold=True))
     timings = result.get("timings") if isinstance(result.get("timings"), dict) else {}
     total_s = timings.get("total_s")
     meta = [f"assignment {result.get('assignment') or '?'}"]
@@ -248,7 +258,7 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         lines.append(f"  No problems found: {n_pass} of {len(checks)} checks passed.")
     elif diagnoses:
         n = len(diagnoses)
-        lines.append(f"  {n} likely cause{'s' if n != 1 else ''}, most likely first:")
+        lines.append("  1 likely cause:" if n == 1 else f"  {n} likely causes, most likely first:")
     for i, d in enumerate(diagnoses[:max_causes], start=1):
         conf = d.get("confidence")
         conf = f"{conf:.0%}" if isinstance(conf, (int, float)) else "?"
