@@ -17,4 +17,6 @@ def diagnose(ev):
     c = ev.failed("pe-formula")
     if not c:
         return None
+    if ev.assignment == "block":
+        return Finding(0.9, [say(c)], c.get("location"), explains=("pe-relative",))
     return Finding(0.9, [say(c)], c.get("location"))

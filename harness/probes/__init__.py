@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import attention, contract, data, decoding, model_wiring, padding, positional, training
+from . import attention, block, contract, data, decoding, model_wiring, padding, positional, training
 
 
 @dataclass(frozen=True)
@@ -44,4 +44,13 @@ PROBES = (
     Probe("train-trace", training.trace, R, "quick"),
     Probe("overfit", training.overfit, R, "quick"),
     Probe("brief-training", decoding.brief_training, R, "train"),
+    # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
+    Probe("pe", positional.table, B, "static"),
+    Probe("pe-relative", block.pe_relative, B, "static"),
+    Probe("block-rows-sum", block.rows_sum, B, "quick"),
+    Probe("block-saturation", block.saturation, B, "quick"),
+    Probe("block-permutation", block.permutation, B, "quick"),
+    Probe("block-causal", block.causal, B, "quick"),
+    Probe("block-residual", block.residual, B, "quick"),
+    Probe("block-lm", block.lm, B, "train"),
 )
