@@ -24,7 +24,9 @@ def load() -> dict | None:
 
 def main():
     from .api import check_file
-    r = check_file(ROOT / "reference_model" / "reversal.py", assignment="reversal", quick=False, seed=0)
+    from .runner import Limits
+    r = check_file(ROOT / "reference_model" / "reversal.py", assignment="reversal", quick=False, seed=0,
+                   limits=Limits(timeout_s=1800))
     art = r["artifacts"].get("training")
     if r["verdict"] != "clean" or not art:
         raise SystemExit(f"the reference did not come back clean with training artifacts: {r['diagnoses']}")
