@@ -55,6 +55,7 @@ def make_class(folder: Path, n: int) -> dict:
 
 def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memory: int) -> dict:
     out = work / f"out-j{jobs}-{time.monotonic_ns()}"
+    load0 = _load()
     t0 = time.monotonic()
     summary = Grader(src, out, options=Options(quick=quick, jobs=jobs, timeout_s=timeout, memory_mb=memory,
                                                force=True), progress=False).run()
@@ -64,7 +65,15 @@ def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memor
         verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
     shutil.rmtree(out, ignore_errors=True)
     return {"wall_s": round(wall, 2), "graded": len(summary.graded), "verdicts": verdicts,
-            "grader_faults": len(summary.grader_faults)}
+            "grader_faults": len(summary.grader_faults), "load_before": load0, "load_after": _load()}
+
+
+def _load():
+    """The 1-minute load average: other work on the machine skews the numbers."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def main(argv=None) -> int:
@@ -91,7 +100,8 @@ def main(argv=None) -> int:
                 res = one_run(src, work, jobs, quick, args.timeout, args.memory)
                 runs.append(res)
                 print(f"jobs={jobs} run {r + 1}/{args.repeat}: {res['wall_s']:.1f} s for {res['graded']} submissions "
-                      f"({60 * res['graded'] / res['wall_s']:.2f}/min) verdicts={res['verdicts']}", flush=True)
+                      f"({60 * res['graded'] / res['wall_s']:.2f}/min) verdicts={res['verdicts']} "
+                      f"load {res['load_before']} -> {res['load_after']}", flush=True)
             med = statistics.median(x["wall_s"] for x in runs)
             results[str(jobs)] = {"runs": runs, "median_wall_s": round(med, 2),
                                   "submissions_per_minute": round(60 * args.n / med, 2)}

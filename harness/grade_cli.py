@@ -36,7 +36,9 @@ def _rubric(path):
               help="Wall-clock limit of one submission's check, in seconds.")
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of one check in MB.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="Send the checks to a Dask distributed scheduler (tcp://HOST:PORT) instead of local workers.")
+              help="Send the checks to a Dask distributed scheduler (tcp://HOST:PORT) instead of local workers; "
+                   "the workers' threads set the parallelism (--jobs is not used) and each worker machine needs "
+                   "mtxdiag installed.")
 @click.option("--force", is_flag=True, help="Regrade every submission, even those already graded.")
 @click.option("--quick", is_flag=True, help="Skip the training probes (a few seconds a submission).")
 @click.option("--assignment", type=_ASSIGNMENT, default="auto", show_default=True)
