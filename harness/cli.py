@@ -45,9 +45,11 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
     from .report import terminal
     progress = terminal.Progress(sys.stderr)
-    result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick,
-                        limits=Limits(timeout_s=timeout, memory_mb=memory), on_event=progress.phase)
-    progress.done()
+    try:
+        result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick,
+                            limits=Limits(timeout_s=timeout, memory_mb=memory), on_event=progress.phase)
+    finally:
+        progress.done()
     json_path = json_path or _default_report(file, "json")
     write_json_atomic(result, json_path)
     html_path = html_path or _default_report(file, "html")

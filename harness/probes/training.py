@@ -24,9 +24,14 @@ def _trace(ctx, model, steps, batch_size):
     fn = ctx.need("train")
     lrs, norms, losses, seen = [], [], [], {}
 
+    clipped = []   # what clip_grad_norm_ returned this step: the norm before clipping
+
     def on_step(opt, args, kwargs):
         lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
-        if len(norms) < 50 or len(norms) % 10 == 0:
+        if clipped:
+            norms.append(float(clipped[-1]))
+            clipped.clear()
+        elif len(norms) < 50 or len(norms) % 10 == 0:
             g = [p.grad.detach().float().norm() for grp in opt.param_groups for p in grp["params"] if p.grad is not None]
             norms.append(float(torch.stack(g).norm()) if g else 0.0)
         else:
@@ -43,6 +48,13 @@ def _trace(ctx, model, steps, batch_size):
             seen["logits"] = logits
             logits.register_hook(lambda g: seen.setdefault("dlogits", g.detach()))
         return out
+    real_clip = torch.nn.utils.clip_grad_norm_
+
+    def clip(*a, **k):
+        out = real_clip(*a, **k)
+        clipped.append(float(out))
+        return out
+    torch.nn.utils.clip_grad_norm_ = clip
     h0 = register_optimizer_step_pre_hook(on_step)
     h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
     h2 = model.register_forward_hook(post, with_kwargs=True)
@@ -55,7 +67,8 @@ def _trace(ctx, model, steps, batch_size):
             fn(model, **kw)
     finally:
         h0.remove(), h1.remove(), h2.remove()
-    losses = [rnd(float(c.out)) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
+        torch.nn.utils.clip_grad_norm_ = real_clip
+    losses = [rnd(float(c.out.detach())) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
               and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
     return {"lrs": lrs, "norms": norms, "losses": losses, "seen": seen, "rec": rec, "seconds": time.perf_counter() - t}
 
