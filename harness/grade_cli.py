@@ -1,7 +1,9 @@
 """``mtxdiag grade`` and ``mtxdiag gradescope``: thin click layers over harness.grade."""
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -68,6 +70,10 @@ def grade(src, out, jobs, rubric_path, timeout, memory, scheduler, force, quick,
         raise BadInput("--timeout and --memory must be positive")
     opts = Options(assignment=assignment, seed=seed, device=device, quick=quick, timeout_s=timeout, memory_mb=memory,
                    jobs=jobs, scheduler=scheduler, force=force, visibility=visibility)
+    def on_term(signum, frame):  # a batch system's SIGTERM: stop like Ctrl-C, keeping what is finished
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         grader = Grader(src, out, options=opts, rubric=rub, progress=not no_progress, title=title,
                         progress_stream=click.get_text_stream("stderr"))
@@ -79,6 +85,9 @@ def grade(src, out, jobs, rubric_path, timeout, memory, scheduler, force, quick,
                    f"{out}/students and the gradebook was rebuilt. Run the same command again to grade the rest.",
                    err=True)
         sys.exit(130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     click.echo(summary.text())
     click.echo(f"gradebook: {out / 'index.html'}  grades: {out / 'grades.csv'}  log: {out / 'grading.log'}")
     if summary.report_errors:

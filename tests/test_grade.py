@@ -400,7 +400,7 @@ def test_dask_local_cluster_with_the_fake_checker(tmp_path, fake):
     distributed = pytest.importorskip("dask.distributed")
     src, out = make_class(tmp_path), tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         s = run_fake(src, out, scheduler=cluster.scheduler_address)
     assert sorted(s.graded) == ["alice", "bob", "carol", "dave", "erin"]
     run_fake(src, tmp_path / "local")
@@ -531,7 +531,7 @@ def test_dask_local_cluster_runs_real_checks(tmp_path):
     (src / "exits.py").write_text(EXITS)
     (src / "hangs.py").write_text(HANGS)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         r = grade_cli(src, "--out", tmp_path / "out", "--quick", "--timeout", 30, "--memory", 4096,
                       "--scheduler", cluster.scheduler_address, "--no-progress")
     assert r.exit_code == 0, r.output
@@ -540,3 +540,41 @@ def test_dask_local_cluster_runs_real_checks(tmp_path):
     assert rows["hangs"]["causes"] == "timeout"
     res = json.loads((tmp_path / "out" / "students" / "syntax" / "result.json").read_text())
     assert res["submission"] == str(src / "syntax.py")
+
+
+def test_ctrl_c_stops_the_running_checks_and_keeps_the_gradebook(tmp_path):
+    """SIGINT to `mtxdiag grade` while two hanging checks run: it exits at once (not after --timeout), kills
+    their processes, and leaves a gradebook with the unfinished students 'pending'."""
+    import signal
+    import subprocess
+    import sys
+    src, out = tmp_path / "subs", tmp_path / "out"
+    src.mkdir()
+    for name in ("hang_a", "hang_b", "later"):
+        (src / f"{name}.py").write_text(HANGS)
+    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "grade", str(src), "--out", str(out),
+           "--jobs", "2", "--quick", "--timeout", "300", "--no-progress"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        kids: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(kids) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(p.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        assert len(kids) == 2, "the two checks did not start"
+        time.sleep(1)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130 and time.monotonic() - t0 < 30, err
+    assert "interrupted" in err
+    time.sleep(0.5)
+    assert all(subprocess.run(["ps", "-p", k], capture_output=True).returncode != 0 for k in kids)
+    rows = {r["student"]: r["verdict"] for r in read_csv(out / "grades.csv")}
+    assert rows == {"hang_a": "pending", "hang_b": "pending", "later": "pending"}
+    assert "run interrupted" in (out / "grading.log").read_text()
