@@ -55,9 +55,11 @@ def saturation(ctx):
     scores = [c for c in rec.of("matmul") if c.line and isinstance(c.out, torch.Tensor) and c.out.dim() >= 3
               and c.out.size(-1) == T and c.out.size(-2) == weights[0].size(-2)]
     ctx.artifacts["attn_rowmax_init"] = [rnd(v, 3) for v in weights[0].max(-1).values.flatten()[:2000].tolist()]
-    ok = first < 0.75
+    # Calibrated (bench/calibrate.py, 14 correct implementations x 5 seeds): 0.23-0.46; the unscaled
+    # mutant over 10 seeds: 0.75-0.81. The threshold sits between, with a margin on both sides.
+    ok = first < 0.62
     return [check("attn-saturation", "pass" if ok else "fail", rnd(first, 3),
-                  "< 0.75 (the reference: 0.46-0.53)",
+                  "< 0.62 (correct implementations: 0.23-0.46)",
                   "mean over rows of the largest attention weight, first attention call, untrained model",
                   data={"per_call": [rnd(v, 3) for v in per_call]},
                   location=ctx.where(scores[0].line if scores and not ok else None))]

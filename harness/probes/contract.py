@@ -76,6 +76,8 @@ def first_loss(ctx):
     logits, _ = ctx.forward(model, src, tgt[:, :-1])
     loss = float(ref_loss(logits, tgt[:, 1:]).detach())
     std = float(logits.detach().float().std())
+    # Calibrated: correct implementations over 5 seeds 3.15-3.62 (the lesson's "2.5 to 3.5" would blame
+    # correct code); bad output layers start at 12-17; leaking labels pull it below 2.
     lo, hi = 2.6, 4.2
     status = "pass" if lo <= loss <= hi else "fail"
     line = _output_layer_line(ctx, model) if loss > hi else None
