@@ -1,8 +1,23 @@
 """The child process: load the student's file, run the probes, send plain data home.
 
 Untrusted code runs only here. What goes back to the parent is JSON on a
-private pipe (a file descriptor the parent passed, not stdout): a student's
-print() cannot reach it. The parent validates everything it receives.
+private pipe, not stdout: a student's print() cannot reach it. Before any
+student code runs, the child
+
+* reads the run's key from stdin (then stdin is /dev/null), moves the pipe
+  to a random high descriptor that is closed on exec, and signs every message
+  with the key and a sequence number (the parent rejects anything else);
+* becomes the subreaper of its descendants, so that double-forked processes
+  stay findable and are killed before it exits;
+* records the identity of every torch, builtins and harness function the
+  probes rely on (trusted.capture); after loading, after every call into
+  student code and after every probe, whatever the submission replaced is
+  put back and named in a failing check `tamper`;
+* rejects model outputs that cannot be measured honestly (a Tensor subclass,
+  another device, a non-float dtype).
+
+The parent validates everything it receives; see runner.py for what it
+does with a forged or broken channel.
 """
 from __future__ import annotations
 
@@ -13,6 +28,10 @@ import os
 import sys
 import time
 import traceback
+
+EXIT_CHANNEL = 86    # keep in step with runner.EXIT_CHANNEL
+EXIT_MEMORY = 87     # keep in step with runner.EXIT_MEMORY
+_exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
 
 
 class BoundedIO(io.TextIOBase):
@@ -35,6 +54,149 @@ class BoundedIO(io.TextIOBase):
         return "".join(self.parts) + tail
 
 
+class _Channel:
+    """The private result pipe: moved out of the way of blind writes, every message keyed and numbered."""
+
+    def __init__(self, fd: int, nonce: str):
+        import random
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        hi = max(64, min(soft if soft > 0 else 1024, 4096) - 1)
+        rng = random.SystemRandom()
+        target = fd
+        for _ in range(100):
+            cand = rng.randint(max(32, hi // 2), hi)
+            try:
+                os.fstat(cand)          # taken: try another
+            except OSError:
+                target = cand
+                break
+        if target != fd:
+            os.dup2(fd, target, inheritable=False)
+            os.close(fd)
+        else:
+            os.set_inheritable(fd, False)
+        self.fd, self.nonce, self.seq = target, nonce, 0
+        st = os.fstat(self.fd)
+        self.ident = (st.st_dev, st.st_ino)
+        self._dumps = json.dumps
+
+    def send(self, obj):
+        try:
+            st = _fstat(self.fd)
+            if (st.st_dev, st.st_ino) != self.ident:
+                raise OSError("replaced")
+            msg = dict(obj)
+            msg["seq"], msg["nonce"] = self.seq, self.nonce
+            self.seq += 1
+            data = (self._dumps(msg, default=_jsonable) + "\n").encode("utf-8", "replace")
+            view = memoryview(data)
+            while view:
+                n = _write(self.fd, view[:65536])
+                view = view[n:]
+        except OSError:
+            _die(EXIT_CHANNEL, "mtxdiag: the result channel was closed or replaced by the submission")
+
+
+def _die(code: int, message: str):
+    try:
+        _write(2, (message + "\n").encode())
+    except OSError:
+        pass
+    _exit(code)
+
+
+def _read_key(enabled: bool) -> str:
+    """The run's key: one line on stdin from the parent; stdin becomes /dev/null afterwards."""
+    if not enabled:
+        return ""
+    buf = b""
+    while b"\n" not in buf and len(buf) < 256:
+        chunk = os.read(0, 256)
+        if not chunk:
+            break
+        buf += chunk
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return buf.split(b"\n", 1)[0].decode("ascii", "replace").strip()
+
+
+def _safe_str(x, n=500) -> str:
+    """str() of something the student controls (an exception, its message), bounded in size and time."""
+    import signal
+
+    def on_alarm(signum, frame):
+        raise TimeoutError
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        s = BaseException.__str__(x) if isinstance(x, BaseException) else str(x)
+        return s[:n] if isinstance(s, str) else "<unprintable>"
+    except BaseException:
+        return "<unprintable>"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _type_name(x) -> str:
+    try:
+        name = type.__dict__["__name__"].__get__(type(x))
+        return name if isinstance(name, str) else "Exception"
+    except Exception:
+        return "Exception"
+
+
+_MEMORY_TEXT = ("can't allocate memory", "defaultcpuallocator", "out of memory", "std::bad_alloc",
+                "cannot allocate memory")
+
+
+def _is_memory(exc) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    if isinstance(exc, RuntimeError):
+        text = _safe_str(exc, 2000).lower()
+        return any(t in text for t in _MEMORY_TEXT)
+    return False
+
+
+def _guarded_context(Context, StudentError, guard):
+    """The probes' Context, guarded: integrity checked after each call into student code, outputs vetted."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from . import trusted
+    from .probes.common import VOCAB
+
+    class GuardedContext(Context):
+        @contextmanager
+        def student(self, where, seconds=None):
+            token = guard.enter()
+            try:
+                with Context.student(self, where, seconds):
+                    yield
+            finally:
+                guard.check(where, token, hot=True)
+
+        def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
+            logits, maps = Context.forward(self, model, src, tgt_in, where)
+            problem = trusted.bad_tensor(logits, self.device)
+            if problem:
+                raise StudentError(TypeError(problem), None, where)
+            if self.assignment == "reversal":
+                want = (int(src.shape[0]), int(tgt_in.shape[1]), VOCAB)
+                got = tuple(int(s) for s in logits.shape)
+                if got != want:
+                    self.odd = f"forward returned logits of shape {list(got)}, expected {list(want)}"
+                elif not bool(torch.isfinite(logits.detach()).all()):
+                    self.odd = "forward returned NaN or infinite logits"
+            return logits, maps
+
+    return GuardedContext
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--submission", required=True)
@@ -45,26 +207,32 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--result-fd", type=int, required=True)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
     a = ap.parse_args(argv)
 
-    channel = os.fdopen(a.result_fd, "w", buffering=1)
+    channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
+    send = channel.send
+    from . import sandbox
+    sandbox.set_subreaper()
+    # Neither the work folder nor '' on sys.path: a file the submission writes there must not shadow a module.
+    here = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
     import faulthandler
     import signal
     # The parent sends SIGUSR1 before killing a child that ran too long: the stack names the stuck line.
-    faulthandler.register(signal.SIGUSR1, file=open("stack.txt", "w"), all_threads=False)
-
-    def send(obj):
-        channel.write(json.dumps(obj, default=_jsonable) + "\n")
-        channel.flush()
+    stack_file = open("stack.txt", "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=False)
 
     import torch  # before student code: the probes hold references taken now
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
     slowdown = _calibrate()
-    from . import loader
+    from . import loader, trusted
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
 
+    guard = trusted.capture()
+    GuardedContext = _guarded_context(Context, StudentError, guard)
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()
@@ -79,16 +247,26 @@ def main(argv=None):
         module = loader.load(source)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
+        if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):
+            _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory while loading: {str(e.message)[:300]}")
+        guard.reset_state()
+        guard.check("loading your file")
         src = locals().get("source")
         result["load"] = {"ok": False, "kind": e.kind, "message": e.message, "line": e.line, "detail": e.detail,
                           "location": src.where(e.line) if (src and e.line) else None}
         result["skipped_code"] = src.skipped if src else []
         result["stdout"] = captured.getvalue()
         result["timings"]["total_s"] = time.perf_counter() - t0
+        if guard.findings:
+            result["checks"].insert(0, _tamper_check(check, guard.findings))
         send({"event": "result", "result": result})
-        return 0
+        return _finish()
     finally:
         sys.stdout, sys.stderr = real_out, real_err
+    guard.reset_state()
+    guard.check("loading your file")
+    guard.grader_use(module)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=False)
     result["load"] = {"ok": True}
     result["skipped_code"] = source.skipped
     result["timings"]["load_s"] = time.perf_counter() - t0
@@ -97,7 +275,7 @@ def main(argv=None):
         assignment = "block" if hasattr(module, "TransformerBlock") and not hasattr(module, "MiniTransformer") \
             else "reversal"
     result["assignment"] = assignment
-    ctx = Context(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
+    ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
     result["timings"]["slowdown"] = round(slowdown, 2)
     contract_ok = True
     for probe in PROBES:
@@ -105,34 +283,88 @@ def main(argv=None):
             continue
         send({"event": "phase", "name": probe.id})
         t = time.perf_counter()
+        ctx.odd = None
         sys.stdout = sys.stderr = captured
         try:
             if not contract_ok:
                 raise Skip("the required names are missing")
             checks = probe.fn(ctx)
+            if not isinstance(checks, list):
+                raise TypeError(f"probe {probe.id} returned {type(checks).__name__}")
         except Skip as e:
-            checks = [check(probe.id, "skip", None, "", str(e))]
+            checks = [check(probe.id, "skip", None, "", _safe_str(e))]
         except StudentError as e:
-            checks = [check(probe.id, "error", {"exception": type(e.exc).__name__, "message": str(e.exc)[:500]},
-                            "runs without raising", f"{e.where} raised {type(e.exc).__name__}: {str(e.exc)[:300]}",
-                            data={"exception": type(e.exc).__name__, "message": str(e.exc)[:1000],
-                                  "where": e.where, "timeout": isinstance(e.exc, ProbeTimeout)},
+            if _is_memory(e.exc):
+                _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory in {e.where}: {_safe_str(e.exc, 300)}")
+            name, msg = _type_name(e.exc), _safe_str(e.exc, 1000)
+            checks = [check(probe.id, "error", {"exception": name, "message": msg[:500]},
+                            "runs without raising", f"{e.where} raised {name}: {msg[:300]}",
+                            data={"exception": name, "message": msg, "where": e.where,
+                                  "timeout": isinstance(e.exc, ProbeTimeout)},
                             location=source.where(e.line) if e.line else None)]
-        except Exception as e:  # a harness fault inside a probe: reported, never fatal
-            checks = [check(probe.id, "error", {"harness_error": f"{type(e).__name__}: {e}"}, "",
-                            "internal error of the probe (not the student's fault): " +
-                            traceback.format_exc(limit=3)[-600:], data={"harness_error": True})]
+        except BaseException as e:  # raised outside a student call: the student's fault if their code is on the stack
+            if _is_memory(e):
+                _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory: {_safe_str(e, 300)}")
+            line = loader.student_line(e.__traceback__, source.code_path)
+            name, msg = _type_name(e), _safe_str(e, 1000)
+            guard.check(probe.id)       # a probe that breaks after the submission changed torch: its doing
+            if guard.findings and not ctx.odd:
+                ctx.odd = "the check broke after your code changed functions it relies on (see the tamper check)"
+            if line is not None or ctx.odd:
+                why = f"; {ctx.odd}" if ctx.odd else ""
+                where = f"your code, called by the check '{probe.id}'" if line is not None else \
+                    f"the check '{probe.id}' on your model's output"
+                checks = [check(probe.id, "error", {"exception": name, "message": msg[:500]},
+                                "runs without raising", f"{where} raised {name}: {msg[:300]}{why}",
+                                data={"exception": name, "message": (msg + why)[:1000], "where": where,
+                                      "timeout": False},
+                                location=source.where(line) if line else None)]
+            else:
+                checks = [check(probe.id, "error", {"harness_error": f"{name}: {msg[:300]}"}, "",
+                                "internal error of the probe (not the student's fault): " +
+                                _safe_tb(e)[-600:], data={"harness_error": True})]
         finally:
             sys.stdout, sys.stderr = real_out, real_err
-        if probe.id == "contract" and checks[0]["status"] == "fail":
+        guard.reset_state()
+        guard.check(probe.id)
+        if probe.id == "contract" and checks and checks[0].get("status") == "fail":
             contract_ok = False
         result["checks"].extend(checks)
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
+    guard.check("the end of the checks")
+    if guard.findings:
+        result["checks"].insert(0, _tamper_check(check, guard.findings))
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
     send({"event": "result", "result": result})
+    return _finish()
+
+
+def _finish() -> int:
+    """After the result: kill whatever the submission started (this process is their subreaper)."""
+    try:
+        from . import sandbox
+        sandbox.kill_descendants()
+    except Exception:
+        pass
     return 0
+
+
+def _tamper_check(check, findings: list[str]) -> dict:
+    shown = ", ".join(findings[:8]) + (f" and {len(findings) - 8} more" if len(findings) > 8 else "")
+    return check("tamper", "fail", {"changed": findings[:40]},
+                 "no changes to torch, builtins or the grader, and no use of the grader's own code",
+                 f"your code changed what the checks rely on: {shown}. The originals were put back before the "
+                 "checks continued; tampering is reported as a finding of its own.",
+                 data={"changed": findings[:100]})
+
+
+def _safe_tb(e) -> str:
+    try:
+        return "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=3))
+    except BaseException:
+        return _type_name(e)
 
 
 NOMINAL_STEP_S = 0.012  # one forward+backward of the reference at batch 16, one thread, idle 2-core machine
@@ -159,16 +391,25 @@ def _calibrate() -> float:
 def _jsonable(o):
     try:
         import torch
-        if isinstance(o, torch.Tensor):
+        if type(o) is torch.Tensor:
             return o.tolist() if o.numel() < 10000 else f"<tensor {list(o.shape)}>"
     except Exception:
         pass
     if isinstance(o, float):
         return None
-    return repr(o)[:200]
+    return _safe_str(o, 200) if not isinstance(o, BaseException) else _type_name(o)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    os._exit(code)  # skip interpreter teardown: a student's atexit or __del__ must not run after the result
+    try:
+        code = main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.__stdout__.flush()
+    except Exception:
+        pass
+    _exit(code)  # skip interpreter teardown: a student's atexit or __del__ must not run after the result
