@@ -9,9 +9,10 @@ from . import (bad_output_init, causal_diagonal_masked, causal_mask_inverted, ca
                learning_rate_too_low, load_failures, make_batch_malformed, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, pad_not_ignored, padding_mask_inverted,
                positional_encoding_formula, positional_encoding_trainable, positional_max_len, softmax_wrong_dim,
-               source_ignored, stale_mask, target_not_shifted, view_not_contiguous)
+               source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
 
 RULES = (
+    tampering,  # first: when the checks were interfered with, nothing else they say can be trusted
     target_not_shifted, causal_mask_inverted, causal_mask_missing, causal_diagonal_masked, missing_sqrt_dk,
     no_gradient_flow, learning_rate_too_low, inf_mask_nan, view_not_contiguous, cross_attention_swapped,
     source_ignored, positional_max_len, stale_mask, no_warmup, softmax_wrong_dim, data_not_reversed,
@@ -20,5 +21,5 @@ RULES = (
     heads_split_wrong,
 )
 
-CAUSES = tuple(m.CAUSE for m in RULES) + load_failures.CAUSES
+CAUSES = tuple(dict.fromkeys(tuple(m.CAUSE for m in RULES) + load_failures.CAUSES))
 BY_ID = {c.id: c for c in CAUSES}
