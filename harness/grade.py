@@ -260,6 +260,8 @@ def looks_valid(result) -> bool:
 def fault_of(result: dict) -> str:
     """Who stopped the check from running to the end: 'grader', 'student' or 'none'."""
     err = result.get("error")
+    if any(d.get("id") == "tampering" for d in result.get("diagnoses", [])):
+        return "student"  # a submission that interferes with the checks cannot buy itself a regrade
     if err and err.get("student_fault") is False:
         return "grader"
     if any(d.get("id") == "grader-fault" for d in result.get("diagnoses", [])):
