@@ -60,7 +60,10 @@ def brief_training(ctx):
         raise Skip("--quick: no training probes")
     cls = ctx.need("MiniTransformer")
     ctx.need("train")
-    steps, bs = 400, 32
+    # Only the report's pictures depend on this run (no rule does), so it is as short as the picture allows:
+    # 300 steps of 24 already show the reference's anti-diagonal (0.45 of the mass against 0.04 on the
+    # diagonal; 400 x 32 gives 0.52 for 40% more time).
+    steps, bs = 300, 24
     torch.manual_seed(ctx.seed)
     model = ctx.model()
     fn = ctx.module.train
