@@ -61,7 +61,7 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
         raise ExportError(
             f"{len(existing)} file(s) already exist in {directory} ({shown}); "
             "refusing to overwrite them (use --force to replace them)", existing)
-    texts = {name: source(m) for name, m in plan}      # build everything before writing anything
+    texts = {name: _as_submission(source(m), m.assignment) for name, m in plan}  # build all before writing
     rows = _manifest_rows(plan)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
@@ -75,3 +75,17 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
     (directory / MANIFEST_JSON).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (directory / MANIFEST_CSV).write_text(buffer.getvalue(), encoding="utf-8")
     return plan
+
+
+def _as_submission(text: str, assignment: str) -> str:
+    """The mutant as a student's file: the reference's module docstring (which says it is the reference,
+    and so gives the exercise away) becomes a neutral one."""
+    import ast
+    tree = ast.parse(text)
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines = text.splitlines(keepends=True)
+        title = {"reversal": "A mini encoder-decoder transformer that learns to reverse digit sequences.",
+                 "block": "Self-attention and a transformer block with a causal flag."}.get(assignment, "")
+        text = f'"""{title}"""\n' + "".join(lines[first.end_lineno:])
+    return text
