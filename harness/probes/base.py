@@ -158,6 +158,17 @@ class Context:
         return copy.deepcopy(model)
 
 
+def caller_line(ctx) -> int | None:
+    """The student's line that is running right now (innermost frame in the student's file)."""
+    import sys
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename == ctx.source.code_path:
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
 def timed(fn):
     t = time.perf_counter()
     out = fn()
