@@ -6,7 +6,6 @@ before a rule reads it, and diagnoses and scores are computed only here.
 from __future__ import annotations
 
 import math
-import time
 
 from . import __version__
 from .causes import BY_ID, RULES

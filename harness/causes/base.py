@@ -6,7 +6,7 @@ in JSON, reports and grades; never rename or reuse one, add a new id instead.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Causes for a submission that cannot be loaded or run at all."""
-from .base import Cause, Finding
+from .base import Cause
 
 SYNTAX = Cause("syntax-error", "The file does not parse", "Python cannot parse the file.",
                "Nothing in the file can run until it parses.", "A SyntaxError at the line shown.",

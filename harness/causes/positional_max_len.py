@@ -20,7 +20,6 @@ def diagnose(ev):
         return None
     d = c.get("data") or {}
     pe_len, first = d.get("pe_len"), d.get("first_failure")
-    msg = (d.get("error") or "").lower()
     # Only a failure that starts past the table's length is this cause (a mask or wiring bug fails at every length).
     if pe_len is None or first is None or pe_len > first + 1 or not ev.passed("shapes"):
         return None

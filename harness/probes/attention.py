@@ -9,7 +9,7 @@ import torch
 
 from ..intercept import Recorder, attention_weights, softmax_dim
 from . import locate
-from .base import StudentError, check, rnd
+from .base import check, rnd
 from .common import batch, eval_model, kwargs_for
 
 

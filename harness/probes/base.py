@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import math
 import signal
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,8 +167,3 @@ def caller_line(ctx) -> int | None:
         f = f.f_back
     return None
 
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Skip, StudentError, check, rnd
+from .base import check, rnd
 from .common import VOCAB, batch, eval_model
 
 REQUIRED = {"reversal": ("MiniTransformer",), "block": ("TransformerBlock",)}

@@ -5,7 +5,7 @@ import ast
 
 import torch
 
-from .base import check, rnd
+from .base import check
 from .common import EOS, PAD, SOS
 
 
@@ -28,7 +28,6 @@ def make_batch(ctx):
         brackets += int(t[0]) == SOS and int(t[L + 1]) == EOS
         pads += bool((t[L + 2:] == PAD).all()) and bool((s[L:] == PAD).all())
     ok = n > 0 and rev == n and brackets == n and pads == n
-    palin = sum(1 for i in range(src.size(0)) if False)
     detail = f"{rev}/{n} targets are the reversed source, {copy}/{n} are a copy, " \
              f"{brackets}/{n} bracketed by SOS/EOS, {pads}/{n} padded with PAD"
     line = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder, attention_weights
-from .base import Skip, StudentError, check, rnd
-from .common import EOS, PAD, SOS, batch, eval_model, kwargs_for
+from .base import Skip, check, rnd
+from .common import PAD, batch, eval_model, kwargs_for
 from .training import _trace
 
 
@@ -58,8 +58,7 @@ def brief_training(ctx):
     """Train the student's model with the student's train() briefly, then decode and look at cross-attention."""
     if ctx.quick:
         raise Skip("--quick: no training probes")
-    cls = ctx.need("MiniTransformer")
-    ctx.need("train")
+    ctx.need("MiniTransformer", "train")
     # Only the report's pictures depend on this run (no rule does), so it is as short as the picture allows:
     # 300 steps of 24 already show the reference's anti-diagonal (0.45 of the mass against 0.04 on the
     # diagonal; 400 x 32 gives 0.52 for 40% more time).

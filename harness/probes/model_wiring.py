@@ -7,7 +7,7 @@ from ..intercept import Recorder
 from . import locate
 from .base import Skip, StudentError, check, rnd
 from .base import caller_line as _caller_line
-from .common import PAD, batch, eval_model, kwargs_for, ref_loss
+from .common import batch, eval_model, kwargs_for, ref_loss
 
 
 def gradient_flow(ctx):

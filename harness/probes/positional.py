@@ -1,8 +1,6 @@
 """Positional encoding: the table against the formula, a buffer not a Parameter, long inputs."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..intercept import Recorder
@@ -46,11 +44,6 @@ def table(ctx):
     swapped = torch.zeros(T, d)
     swapped[:, 0::2], swapped[:, 1::2] = want[:, 1::2], want[:, 0::2]
     kind = "ok" if err < 1e-5 else "sin-cos-swapped" if float((got - swapped).abs().max()) < 1e-5 else "frequencies"
-    lines = {}
-    for c in rec.of("pe_math"):
-        if c.line:
-            lines.setdefault("exp" if "exp" in str(c.kwargs) or c.args and getattr(c.args[0], "dim", lambda: 0)() == 1
-                             else "trig", c.line)
     trig = [c.line for c in rec.of("pe_math") if c.line and c.args and isinstance(c.args[0], torch.Tensor) and c.args[0].dim() == 2]
     div = [c.line for c in rec.of("pe_math") if c.line and c.args and isinstance(c.args[0], torch.Tensor) and c.args[0].dim() <= 1]
     line = (trig[0] if trig else None) if kind == "sin-cos-swapped" else (div[0] if div else trig[0] if trig else None)
@@ -65,20 +58,17 @@ def table(ctx):
                             "no parameters (register_buffer)",
                             "the positional table is constant" if not params else
                             f"the positional table is a trainable Parameter ({', '.join(params)})",
-                            location=ctx.where(_grep(ctx, "PositionalEncoding", "Parameter") if params else None)))
+                            location=ctx.where(_parameter_line(ctx) if params else None)))
     return checks
 
 
-def _grep(ctx, qualname, needle):
-    import ast
-    tree = ast.parse(ctx.source.text)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == qualname:
-            lines = ctx.source.text.splitlines()
-            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                if needle in lines[n - 1]:
-                    return n
-    return None
+
+
+def _parameter_line(ctx):
+    from . import locate
+    hits = [ln for fn in locate.functions(ctx, "PositionalEncoding.__init__")
+            for ln in locate.lines_mentioning(fn, "Parameter")]
+    return hits[0] if hits else None
 
 
 def long_inputs(ctx):

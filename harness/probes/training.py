@@ -16,9 +16,9 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..intercept import Recorder
 from . import locate
-from .base import Skip, StudentError, check, rnd
+from .base import StudentError, check, rnd
 from .base import caller_line as _caller_line
-from .common import PAD, batch, default, eval_model, kwargs_for, ref_loss, small_model
+from .common import PAD, batch, default, kwargs_for, ref_loss, small_model
 
 
 def _trace(ctx, model, steps, batch_size):
