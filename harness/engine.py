@@ -64,11 +64,34 @@ def validate_payload(p) -> dict:
             "assignment": p.get("assignment") if p.get("assignment") in ("reversal", "block") else None}
 
 
-def _diag(cause_id, confidence, evidence, location=None, fix=None):
+def _diag(cause_id, confidence, evidence, location=None, fix=None, title=None):
     c = BY_ID[cause_id]
-    return {"id": c.id, "title": c.title, "confidence": round(float(confidence), 2),
+    return {"id": c.id, "title": title or c.title, "confidence": round(float(confidence), 2),
             "evidence": [str(e) for e in evidence], "fix": fix or c.fix, "location": location,
-            "why": c.why}
+            "why": c.why, "severity": c.severity}
+
+
+def _observed(c: dict) -> list[str]:
+    """What a probe saw about how its property broke: the first divergence, the mechanism."""
+    d = c.get("data") or {}
+    out = []
+    for key in ("divergence", "mechanism"):
+        v = d.get(key)
+        if isinstance(v, dict) and v.get("text"):
+            out.append(f"{key}: {v['text']}")
+    return out
+
+
+def _unexplained(c: dict) -> dict:
+    """The catch-all: the measured failure and where it starts, never a guessed cause (confidence < 0.5)."""
+    d = c.get("data") or {}
+    div = d.get("divergence") if isinstance(d.get("divergence"), dict) else {}
+    loc = c.get("location") or ({"file": None, "line": div["line"]} if div.get("line") else None)
+    if d.get("could_not_measure"):
+        title = f"{c['id']} could not be measured: {d['could_not_measure']}"
+    else:
+        title = f"{c['id']} failed; no catalogued cause matches what was observed"
+    return _diag("unexplained-failure", 0.45 if div else 0.3, [say(c)] + _observed(c), loc, title=title)
 
 
 def diagnose(result: dict) -> list[dict]:
@@ -93,20 +116,35 @@ def diagnose(result: dict) -> list[dict]:
             explained.add(cid)
         for line in f.evidence:
             explained.update(cid for cid in ev.by_id if line.startswith(cid + ":"))
-        out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix))
+        out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix, f.title))
     for c in result["checks"]:
         if c["id"] in explained or c["status"] not in ("fail", "error"):
             continue
-        if (c.get("data") or {}).get("harness_error"):
+        d = c.get("data") or {}
+        if d.get("harness_error"):
             out.append(_diag("grader-fault", 0.5, [say(c)]))
-        elif c["status"] == "error":
-            d = c.get("data") or {}
+        elif c["status"] == "error" and not d.get("could_not_measure"):
             cid = "timeout" if d.get("timeout") else "forward-error"
             out.append(_diag(cid, 0.6, [say(c)], c.get("location")))
         else:
-            out.append(_diag("unexplained-failure", 0.3, [say(c)], c.get("location")))
+            u = _unexplained(c)
+            same = next((o for o in out if o["id"] == "unexplained-failure" and u["location"] and o["location"]
+                         and o["location"].get("line") == u["location"].get("line")), None)
+            if same is not None:     # failures that start at the same op are one root, named once
+                same["evidence"] += ["also " + e for e in u["evidence"]]
+                same["confidence"] = max(same["confidence"], u["confidence"])
+            else:
+                out.append(u)
         explained.add(c["id"])
+    for d in out:   # the catch-all's location is in the student's file
+        if d["location"] and d["location"].get("file") is None:
+            d["location"]["file"] = result.get("submission")
     return out
+
+
+def verdict(diagnoses: list[dict]) -> str:
+    """problems when any diagnosis is a problem; findings of severity "info" alone leave a file clean."""
+    return "problems" if any(d.get("severity", "problem") != "info" for d in diagnoses) else "clean"
 
 
 LOAD_KIND_TO_CAUSE = {"syntax-error": "syntax-error", "definition-error": "definition-error",
@@ -166,7 +204,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         base["verdict"] = "problems"
         return base
     base["diagnoses"] = diagnose(base)
-    base["verdict"] = "problems" if base["diagnoses"] else "clean"
+    base["verdict"] = verdict(base["diagnoses"])
     if base["assignment"] == "reversal" and base["artifacts"].get("training"):
         from .reference_curves import load
         ref = load()

@@ -29,8 +29,9 @@ def test_every_mutant_cause_has_a_rule():
 
 def test_secondary_symptoms_fold_into_the_root_cause():
     result = {"assignment": "reversal", "checks": [
-        _check("attn-rows-sum", "fail", 3.2, location={"file": "f.py", "line": 75}),
-        _check("causal-leak", "fail", 0.8, data={"past_fraction": 1.0}),
+        _check("attn-rows-sum", "fail", 3.2, location={"file": "f.py", "line": 75},
+               data={"key_axis": {"over_keys_err": 3.2, "over_queries_err": 0.0}}),
+        _check("causal-leak", "fail", 0.8, data={"past_fraction": 1.0, "mechanism": {"kind": "missing", "text": "x"}}),
         _check("overfit", "fail", 0.9),
         _check("shapes", "pass")]}
     diags = engine.diagnose(result)

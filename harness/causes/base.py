@@ -19,6 +19,8 @@ class Cause:
     fix: str
     lesson: str = ""
     assignments: tuple = ("reversal", "block")
+    mechanism: str = ""          # what must be observed, beyond the symptom, before the cause is named at >= 0.8
+    severity: str = "problem"    # "info": reported, but the verdict stays clean (a contract deviation)
 
 
 @dataclass
@@ -28,6 +30,11 @@ class Finding:
     location: dict | None = None
     explains: tuple = ()          # check ids whose failure this cause accounts for
     fix: str | None = None        # overrides the cause's fix when the finding knows better
+    title: str | None = None      # overrides the title (the catch-all says what was observed)
+
+
+RANDOM_FORWARD_UNRELIABLE = ("causal-leak", "padding-invariance", "heads-permutation", "stateless-forward",
+                             "batch-independence", "attn-rows-sum", "decode-determinism", "overfit", "long-inputs")
 
 
 class Evidence:
@@ -40,6 +47,9 @@ class Evidence:
             self.by_id.setdefault(c["id"], c)
         self.assignment = result.get("assignment")
         self.load = result.get("load", {})
+        # A random forward pass makes every comparison of two passes fail: those failures are not evidence.
+        det = self.by_id.get("eval-determinism")
+        self.unreliable = set(RANDOM_FORWARD_UNRELIABLE) if det and det["status"] == "fail" else set()
 
     def get(self, id):
         return self.by_id.get(id)
@@ -49,8 +59,22 @@ class Evidence:
         return c["status"] if c else None
 
     def failed(self, id):
+        """The check when it failed *with a measurement*: a failure measured as None is no evidence."""
         c = self.by_id.get(id)
-        return c if c and c["status"] == "fail" else None
+        if id in self.unreliable:
+            return None
+        return c if c and c["status"] == "fail" and c.get("measured") is not None else None
+
+    def weights_not_over_keys(self) -> bool:
+        """The attention weights are not distributions over the keys (softmax over another axis): mechanisms
+        that read them as such (mass on later keys, on PAD keys) are not evidence then."""
+        return self.failed("attn-rows-sum") is not None and \
+            (self.data("attn-rows-sum").get("key_axis") or {}).get("over_queries_err", 1.0) < 1e-4
+
+    def mechanism(self, id) -> dict:
+        """What the probe observed about how its property broke (kind, line, text), or {}."""
+        m = self.data(id).get("mechanism")
+        return m if isinstance(m, dict) else {}
 
     def passed(self, id):
         return self.status(id) == "pass"

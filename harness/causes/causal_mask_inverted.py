@@ -11,6 +11,8 @@ CAUSE = Cause(
             "tokens.",
     fix="Build the causal part with torch.tril (True on and below the diagonal = allowed); print the mask and run "
         "the leakage test.",
+    mechanism="The weights that multiply V in the decoder self-attention give each row's weight to later keys and "
+              "none to earlier ones.",
     lesson="Debugging table, row 2.",
 )
 
@@ -22,10 +24,7 @@ def diagnose(ev):
             return Finding(0.9, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
         return None
     c = ev.failed("causal-leak")
-    if not c or ev.failed("attn-rows-sum") or ev.failed("heads-permutation"):
+    if ev.weights_not_over_keys() or not c or ev.failed("heads-permutation") or ev.mechanism("causal-leak").get("kind") != "inverted":
         return None
-    if (c.get("data") or {}).get("past_fraction", 1) > 0.2:
-        return None
-    return Finding(0.9, [say(c), "later outputs do not depend on earlier tokens: the mask keeps the future and "
-                                 "blocks the past"], c.get("location"),
+    return Finding(0.9, [say(c), "mechanism: " + ev.mechanism("causal-leak")["text"]], c.get("location"),
                    explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy"))

@@ -7,6 +7,9 @@ CAUSE = Cause(
     why="During training each position can read the token it must predict; at generation the future does not "
         "exist yet, so what it learned does not transfer.",
     symptom="Training loss excellent, generation garbage; the leakage test fails.",
+    mechanism="No causal masking reaches the decoder self-attention: the weights that multiply V give later keys "
+              "non-zero weight, and no softmax of the decoder self-attention was masked either (a fused call got "
+              "no causal mask).",
     fix="Combine the padding mask with torch.tril(torch.ones(T, T, dtype=torch.bool)) for the decoder's "
         "self-attention, built from the actual length each step.",
     lesson="Debugging table, row 2; Step 4 target_mask.",
@@ -20,9 +23,7 @@ def diagnose(ev):
             return Finding(0.9, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
         return None
     c = ev.failed("causal-leak")
-    if not c or ev.failed("attn-rows-sum") or ev.failed("heads-permutation"):
+    if ev.weights_not_over_keys() or not c or ev.failed("heads-permutation") or ev.mechanism("causal-leak").get("kind") != "missing":
         return None
-    if (c.get("data") or {}).get("past_fraction", 1) <= 0.2:
-        return None
-    return Finding(0.85, [say(c)], c.get("location"),
+    return Finding(0.85, [say(c), "mechanism: " + ev.mechanism("causal-leak")["text"]], c.get("location"),
                    explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy"))

@@ -9,6 +9,8 @@ CAUSE = Cause(
     symptom="A sequence gives different outputs alone and padded inside a longer batch.",
     fix="padding_mask: (x != pad).unsqueeze(1).unsqueeze(2) (True = real), applied with "
         "masked_fill(~mask, -1e9); or one consistent opposite convention everywhere.",
+    mechanism="In the padded batch, the attention weights that multiply V give the real queries' weight to PAD keys "
+              "(over 99%) and almost none to the real tokens.",
     lesson="Step 4 padding_mask; Step 2 masked_fill.",
     assignments=("reversal",),
 )
@@ -16,6 +18,8 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.failed("padding-invariance")
-    if not c or ev.failed("attn-rows-sum") or ev.failed("heads-permutation") or ev.failed("stateless-forward"):
+    mech = ev.mechanism("padding-invariance")
+    if ev.weights_not_over_keys() or not c or mech.get("kind") != "inverted":
         return None
-    return Finding(0.8, [say(c)], c.get("location"), explains=("padding-invariance", "overfit"))
+    return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"),
+                   explains=("padding-invariance", "overfit"))

@@ -7,6 +7,9 @@ CAUSE = Cause(
     why="Each row must be one query's distribution over all keys; over the wrong axis the shapes are identical, "
         "nothing errors, and the model is meaningless (and leaks the future).",
     symptom="Attention rows do not sum to 1 over the keys; the leakage test fails.",
+    mechanism="The weights that multiply V sum to 1 over the queries (axis found by its length in the "
+              "cross-attention) instead of over the keys; without observable cross-attention weights, a softmax "
+              "over a dim other than the last (the usual key axis) is reported at lower confidence.",
     fix="torch.softmax(scores, dim=-1).",
     lesson="Step 2 'dim=-1 in the softmax'.",
 )
@@ -16,6 +19,17 @@ def diagnose(ev):
     c = ev.failed("attn-rows-sum" if ev.assignment == "reversal" else "block-rows-sum")
     if not c:
         return None
-    return Finding(0.95, [say(c)], c.get("location"),
+    conf = 0.95
+    if ev.assignment == "reversal":
+        d = c.get("data") or {}
+        ka = d.get("key_axis")
+        if ka:
+            if ka.get("over_queries_err", 1.0) >= 1e-4:
+                return None          # rows lose mass some other way (a mask applied after the softmax)
+        elif not any(x != -1 for x in d.get("softmax_dims") or []):
+            return None
+        else:
+            conf = 0.7               # the key axis is assumed to be the last one: layout not confirmed
+    return Finding(conf, [say(c)], c.get("location"),
                    explains=("causal-leak", "attn-saturation", "padding-invariance", "first-loss", "overfit",
                              "brief-training", "decode-accuracy", "block-causal", "block-saturation", "block-lm"))

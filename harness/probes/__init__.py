@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import attention, block, contract, data, decoding, model_wiring, padding, positional, training
+from . import attention, block, contract, data, decoding, model_wiring, padding, positional, properties, training
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ PROBES = (
     Probe("param-count", contract.param_count, R, "static"),
     Probe("data", data.make_batch, R, "static"),
     Probe("pe", positional.table, R, "static"),
+    Probe("eval-determinism", properties.determinism, R, "quick"),
+    Probe("batch-independence", properties.batch_independence, R, "quick"),
     Probe("first-loss", contract.first_loss, R, "quick"),
     Probe("attn-rows-sum", attention.softmax_axis, R, "quick"),
     Probe("attn-saturation", attention.saturation, R, "quick"),
@@ -41,6 +43,7 @@ PROBES = (
     Probe("embedding-scale", model_wiring.embedding_scale, R, "quick"),
     Probe("long-inputs", positional.long_inputs, R, "quick"),
     Probe("decode", decoding.encoder_calls, R, "quick"),
+    Probe("decode-determinism", properties.decode_determinism, R, "quick"),
     Probe("train-trace", training.trace, R, "quick"),
     Probe("overfit", training.overfit, R, "quick"),
     Probe("brief-training", decoding.brief_training, R, "train"),

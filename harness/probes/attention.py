@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder, attention_weights, softmax_dim
-from . import locate
+from . import locate, mechanism, trace
 from .base import check, rnd
 from .common import batch, eval_model, kwargs_for
 
@@ -21,22 +21,42 @@ def _record_forward(ctx, model, src, tgt_in):
 
 
 def softmax_axis(ctx):
-    """Every attention row must sum to 1 over the keys (the last axis)."""
+    """Attention weights must sum to 1 over the keys.
+
+    The key axis is found by its length in the cross-attention (decoder queries and source keys have
+    different lengths), so any layout is judged right; only when no cross-attention weights are observable
+    does the check fall back to the last axis of each softmax (the usual layout, stated in the result).
+    """
     model = eval_model(ctx)
     src, tgt = batch(ctx, 4, 6, 9, seed_offset=1)
-    rec = _record_forward(ctx, model, src, tgt[:, :-1])
+    tgt_in = tgt[:, :-1]                                   # T_tgt = T_src + 1: the two lengths always differ
+    rec = _record_forward(ctx, model, src, tgt_in)
     weights = attention_weights(rec)
+    ops = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in))
+    ka = mechanism.key_axis(ops, tgt_in.size(1), src.size(1))
+    bad_calls = [c for c in rec.of("softmax") if softmax_dim(c) not in (None, -1)]
+    dims = sorted({softmax_dim(c) for c in rec.of("softmax") if softmax_dim(c) is not None})
+    if ka is not None:
+        worst, ok = ka["over_keys_err"], ka["over_keys_err"] < 1e-4
+        over = "the queries" if ka["over_queries_err"] < 1e-4 else "neither keys nor queries"
+        sm = [c.line for c in rec.of("softmax") if c.line]
+        line = (bad_calls[0].line if bad_calls else sm[0] if sm else ka["line"]) if not ok else None
+        return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|sum over keys - 1| < 1e-4",
+                      f"{ka['n']} cross-attention weight tensors multiplied with V; keys found by their length "
+                      f"({src.size(1)} source positions)" + ("" if ok else f"; the weights sum to 1 over {over}"),
+                      data={"softmax_dims": dims, "key_axis": ka}, location=ctx.where(line))]
     if not weights:
         return [check("attn-rows-sum", "skip", None, "rows sum to 1 over keys",
-                      "no softmax or scaled_dot_product_attention call was observed in forward()")]
+                      "no attention weights were observed in forward() (softmax, scaled_dot_product_attention, "
+                      "or nn.MultiheadAttention with need_weights)")]
     worst = max(float((w.sum(-1) - 1).abs().max()) for w in weights)
-    bad_calls = [c for c in rec.of("softmax") if softmax_dim(c) not in (None, -1)]
     line = bad_calls[0].line if bad_calls else None
     ok = worst < 1e-4
     return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|row sum - 1| < 1e-4",
                   f"{len(weights)} attention tensors observed; softmax over dim "
-                  f"{softmax_dim(bad_calls[0]) if bad_calls else -1}",
-                  data={"softmax_dims": sorted({softmax_dim(c) for c in rec.of('softmax') if softmax_dim(c) is not None})},
+                  f"{softmax_dim(bad_calls[0]) if bad_calls else -1} (key axis assumed last: no cross-attention "
+                  f"weights observable)",
+                  data={"softmax_dims": dims, "layout_assumed": True},
                   location=ctx.where(line))]
 
 
@@ -103,36 +123,59 @@ def head_permutation(ctx):
 
 
 def leakage(ctx):
-    """The lesson's leakage test, for every position: which outputs move when one input token changes."""
+    """The lesson's leakage test, for every position: which outputs move when one input token changes.
+
+    On failure, the same comparison is re-run with every op recorded: the first op whose output already
+    depends on the later token is the line; the decoder self-attention actually applied says the mechanism.
+    """
     model = eval_model(ctx)
     src, tgt = batch(ctx, 1, 8, 8, seed_offset=3)
-    tgt_in = tgt[:, :-1]                                   # (1, 9)
+    tgt_in = tgt[:, :-1]                                   # (1, 9): 9 decoder positions, 8 source positions
     T = tgt_in.size(1)
+
+    def bumped(j):
+        t2 = tgt_in.clone()
+        t2[0, j] = (t2[0, j] + 1) % 10
+        return t2
     with torch.no_grad():
         base, _ = ctx.forward(model, src, tgt_in)
         dep = torch.zeros(T, T)                            # dep[i, j]: change at output i when input j changes
         for j in range(1, T):
-            t2 = tgt_in.clone()
-            t2[0, j] = (t2[0, j] + 1) % 10
-            out, _ = ctx.forward(model, src, t2)
+            out, _ = ctx.forward(model, src, bumped(j))
             dep[:, j] = (out[0] - base[0]).abs().max(-1).values.cpu()
+    if not torch.isfinite(dep).all() or not torch.isfinite(base).all():
+        return [trace.not_finite(ctx, "causal-leak", "0 (< 1e-5): an output never depends on later input tokens",
+                                 lambda: ctx.forward(model, src, tgt_in), "the logits of a batch of one sequence")]
     future = float(torch.triu(dep, 1).max())               # earlier outputs moved by a later token
     past = dep.tril(-1)[1:, 1:]
     n_past = int(torch.ones(T - 1, T - 1).tril(-1).sum())
     past_frac = float((past > 1e-6).sum()) / max(n_past, 1)  # later outputs that see earlier tokens
     ctx.artifacts["dependency"] = [[rnd(v, 4) for v in row] for row in dep.tolist()]
     ok = future < 1e-5
+    data = {"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)}
     line = None
     if not ok:
+        j = int(torch.triu(dep, 1).max(0).values.argmax())  # the later token that moves earlier outputs most
+        ops_a = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in))
+        ops_b = trace.record(ctx, lambda: ctx.forward(model, src, bumped(j)))
+        div = trace.describe(ctx, trace.first_divergence(ops_a, ops_b, trace.prefix_unchanged(T, j)),
+                             f"outputs before position {j} depend on the token at {j}")
+        mech = mechanism.causal_mechanism(ops_a, T)
+        data.update(divergence=div, mechanism=mech, key_axis=mechanism.key_axis(ops_a, T, src.size(1)))
+        line = _leak_line(ctx, model, src, tgt_in, past_frac, mech, div)
+    return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
+                  "0 (< 1e-5): an output never depends on later input tokens",
+                  f"max change of earlier outputs when a later decoder input token changes; "
+                  f"{past_frac:.0%} of (later output, earlier token) pairs are connected",
+                  data=data, location=ctx.where(line))]
+
+
+def _leak_line(ctx, model, src, tgt_in, past_frac, mech, div):
+    """The line to edit: the mask's triangle or return for a mask bug, else where the leak first shows."""
+    if mech.get("kind") in ("missing", "inverted"):
         rec = _record_forward(ctx, model, src, tgt_in)
         tri = [c for c in rec.of("triu") + rec.of("tril") if c.line]
         fns = locate.functions(ctx, "target_mask")
-        if tri and past_frac <= 0.2:      # inverted: the triangle itself is the wrong one
-            line = tri[0].line
-        elif fns:                          # missing: the mask function returns without the causal part
-            line = locate.last_return(fns[0])
-        elif tri:
-            line = tri[0].line
         if ctx.has("target_mask"):
             try:
                 with torch.no_grad(), ctx.student("target_mask(tgt_in)"):
@@ -140,8 +183,13 @@ def leakage(ctx):
                 ctx.artifacts["target_mask"] = m.reshape(-1, m.size(-2), m.size(-1))[0].int().tolist()
             except Exception:
                 pass
-    return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
-                  "0 (< 1e-5): an output never depends on later input tokens",
-                  f"max change of earlier outputs when a later decoder input token changes; "
-                  f"{past_frac:.0%} of (later output, earlier token) pairs are connected",
-                  data={"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)}, location=ctx.where(line))]
+        if tri and mech["kind"] == "inverted":      # the triangle itself is the wrong one
+            return tri[0].line
+        if fns:                                      # missing: the mask function returns without the causal part
+            return locate.last_return(fns[0])
+        if tri:
+            return tri[0].line
+        return mech.get("line")
+    if mech.get("kind") in ("after-softmax", "renormalised"):
+        return mech.get("line")
+    return (div or {}).get("line") or mech.get("line")

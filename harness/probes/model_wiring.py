@@ -16,24 +16,37 @@ def gradient_flow(ctx):
     model.train()
     src, tgt = batch(ctx, 16, seed_offset=7)
     rec = Recorder(ctx.source.code_path)
-    with rec:
-        logits, _ = ctx.forward(model, src, tgt[:, :-1])
-        loss = ref_loss(logits, tgt[:, 1:])
+    called = set()                                  # modules that ran during forward
+    hooks = [m.register_forward_hook(lambda mod, a, o: called.add(id(mod))) for m in model.modules()]
+    try:
+        with rec:
+            logits, _ = ctx.forward(model, src, tgt[:, :-1])
+            loss = ref_loss(logits, tgt[:, 1:])
+    finally:
+        for h in hooks:
+            h.remove()
     if not loss.requires_grad:
         return [check("gradient-flow", "fail", {"without_grad": "all"}, "every parameter gets a gradient",
                       "the loss does not require grad: the whole forward pass is detached or under no_grad",
                       location=ctx.where(rec.of("detach")[0].line if rec.of("detach") else None))]
     with ctx.student("loss.backward()"):
         loss.backward()
-    dead, total, dead_n = [], 0, 0
+    dead, total, dead_n, unused = [], 0, 0, []
+    owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
     for n, p in model.named_parameters():
         if not p.requires_grad:
             continue
         total += p.numel()
         if p.grad is None or float(p.grad.abs().sum()) == 0.0:
-            dead.append(n)
-            dead_n += p.numel()
+            # a module that never ran is unused code, not a cut in the gradient's path
+            (unused if id(owner.get(id(p))) not in called and p.grad is None else dead).append(n)
+            dead_n += p.numel() if dead and dead[-1] == n else 0
     detach = [c.line for c in rec.of("detach") if c.line]
+    if not dead and unused:
+        return [check("gradient-flow", "info", {"params_without_grad": 0, "unused": len(unused)},
+                      "every parameter gets a non-zero gradient",
+                      "parameters of modules that forward() never calls (unused, harmless): " +
+                      ", ".join(unused[:6]) + (" ..." if len(unused) > 6 else ""), data={"unused": unused[:40]})]
     ok = not dead
     if not ok and not detach:  # no .detach() seen: look for no_grad / set_grad_enabled(False) in the model's methods
         for fn in (f for name in ("encode", "decode", "forward") for f in locate.functions(ctx, name)):
