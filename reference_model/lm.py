@@ -38,8 +38,17 @@ on top of this module, in this order of arguments:
   get_adamw_cls() -> a torch.optim.Optimizer subclass
   run_get_lr_cosine_schedule(it, max_learning_rate, min_learning_rate, warmup_iters,
              cosine_cycle_iters) -> float
-  (also in the course file, out of scope here: run_save_checkpoint, run_load_checkpoint,
-  get_tokenizer, run_train_bpe)
+  (also in the course file: run_save_checkpoint(model, optimizer, iteration, out),
+  run_load_checkpoint(src, model, optimizer) -> iteration, and the tokenizer's get_tokenizer,
+  run_train_bpe, out of scope here)
+
+This is the 2025 edition of the interface (RoPE, SwiGLU, RMSNorm, no dropout).
+The spring-2024 edition, also common in public repositories, is different:
+run_scaled_dot_product_attention(K, Q, V, mask, pdrop) with mask True = masked
+OUT, run_multihead_self_attention(d_model, num_heads, attn_pdrop, weights,
+in_features) with per-head keys q_heads.{N}.weight, run_positionwise_feedforward
+and run_gelu (no SwiGLU), dropout arguments on the block and the LM, and learned
+position_embeddings.weight instead of RoPE.
 
 Mutants in mutants/lm_registry.py are described edits of this text: every
 mutant's `old` text must still occur exactly once, so change it with care.
