@@ -37,7 +37,15 @@ _RMS = "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (...
 _ROPE_COS = ("cos = self.cos[token_positions]                             # (..., seq, d_k/2)\n"
              "        sin = self.sin[token_positions]")
 _ROT = "rot1 = x1 * cos - x2 * sin\n        rot2 = x1 * sin + x2 * cos"
-_CAUSAL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))"
+_CAUSAL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))  # (seq, seq) key j <= query i"
+_SWIGLU_DOC = ('"""w2(silu(w1 x) * w3 x): the gate is silu of w1\'s branch, w3\'s branch is linear."""',
+               '"""The gated feed-forward layer."""')
+_ROPE_DOC = ('"""RoPE: rotates each pair (x[2i], x[2i+1]) by angle position * theta^(-2i/d_k)."""',
+             '"""RoPE: rotates pairs of features by angles that grow with the position."""')
+_BLOCK_DOC = ('"""Pre-norm: x + attn(ln1(x)), then + ffn(ln2(x)); the residual stream itself is never normalised."""',
+              '"""A transformer block: attention, then the feed-forward layer."""')
+_ADAMW_DOC = ('"""Adam with decoupled weight decay (Loshchilov & Hutter) and bias correction."""',
+              '"""AdamW: Adam with weight decay."""')
 _ATTN_RES = "x = x + self.attn(self.ln1(x), token_positions)             # (batch, seq, d_model)"
 _FFN_RES = "x = x + self.ffn(self.ln2(x))"
 _CE_BODY = ("    logits = logits - logits.amax(dim=-1, keepdim=True)             # (..., vocab), stable\n"
@@ -101,13 +109,13 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "RMSNorm(a_i) = a_i / RMS(a) * g_i, g a learnable gain of shape (d_model,)."),
     # ---------------------------------------------------------------- swiglu
     _m("lm-swiglu-silu-on-w3", "swiglu-gate-on-wrong-branch", "swiglu",
-       [("self.w2(silu(self.w1(x)) * self.w3(x))", "self.w2(self.w1(x) * silu(self.w3(x)))")],
+       [_SWIGLU_DOC, ("self.w2(silu(self.w1(x)) * self.w3(x))", "self.w2(self.w1(x) * silu(self.w3(x)))")],
        "SwiGLU applies SiLU to the w3 branch instead of the w1 branch",
        "The two up-projections are not interchangeable once weights are loaded by name: silu goes on "
        "w1 x and w3 x stays linear. Swapping them computes a different function with the same shapes.",
        "FFN(x) = W2 (SiLU(W1 x) * W3 x)."),
     _m("lm-swiglu-silu-of-product", "swiglu-silu-of-product", "swiglu",
-       [("self.w2(silu(self.w1(x)) * self.w3(x))", "self.w2(silu(self.w1(x) * self.w3(x)))")],
+       [_SWIGLU_DOC, ("self.w2(silu(self.w1(x)) * self.w3(x))", "self.w2(silu(self.w1(x) * self.w3(x)))")],
        "SwiGLU takes silu of the product w1x * w3x",
        "The gate is silu(w1 x) times w3 x; applying silu after multiplying the branches is a different "
        "nonlinearity (a GLU needs one linear branch).",
@@ -147,7 +155,8 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "weights are close to uniform.",
        "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V."),
     _m("lm-sdpa-mask-inverted", "mask-convention-inverted", "sdpa",
-       [('scores = scores.masked_fill(~mask, float("-inf"))           # masked keys get weight exactly 0',
+       [("v (..., keys, d_v); mask True = may attend.", "v (..., keys, d_v); mask True = masked."),
+        ('scores = scores.masked_fill(~mask, float("-inf"))           # masked keys get weight exactly 0',
          'scores = scores.masked_fill(mask, float("-inf"))')],
        "the boolean mask is read with True = masked, the opposite of the contract",
        "In this interface mask[i, j] = True means query i may attend to key j. Filling where the mask is "
@@ -163,7 +172,8 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "Masked positions must have probability 0: add -inf to their pre-softmax scores."),
     # ---------------------------------------------------------------- rope
     _m("lm-rope-halves-not-pairs", "rope-halves-not-pairs", "rope",
-       [("x1, x2 = x[..., 0::2], x[..., 1::2]                         # the pairs (2i, 2i+1)",
+       [_ROPE_DOC,
+        ("x1, x2 = x[..., 0::2], x[..., 1::2]                         # the pairs (2i, 2i+1)",
          "half = x.shape[-1] // 2\n        x1, x2 = x[..., :half], x[..., half:]"),
         ("torch.stack((rot1, rot2), dim=-1).flatten(-2).to(x.dtype)  # interleave back: (..., seq, d_k)",
          "torch.cat((rot1, rot2), dim=-1).to(x.dtype)")],
@@ -181,13 +191,13 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "non-contiguous positions, e.g. when decoding with a cache.",
        "token_positions (..., seq) gives the position of every token; rotate by those positions."),
     _m("lm-rope-frequency-exponent", "rope-frequency-exponent", "rope",
-       [("torch.arange(0, d_k, 2, dtype=torch.float64) / d_k", "torch.arange(0, d_k // 2, dtype=torch.float64) / d_k")],
+       [_ROPE_DOC, ("torch.arange(0, d_k, 2, dtype=torch.float64) / d_k", "torch.arange(0, d_k // 2, dtype=torch.float64) / d_k")],
        "RoPE frequencies use exponent i/d instead of 2i/d",
        "The exponents run over 0, 1, ..., d/2 - 1 divided by d, so the slowest frequency is "
        "theta^(-1/2) instead of about 1/theta: the angles of the later pairs are far too large.",
        "theta_{i,k} = i / Theta^((2k-2)/d) for k = 1..d/2."),
     _m("lm-rope-rotation-reversed", "rope-rotation-reversed", "rope",
-       [(_ROT, "rot1 = x1 * cos + x2 * sin\n        rot2 = -x1 * sin + x2 * cos")],
+       [_ROPE_DOC, (_ROT, "rot1 = x1 * cos + x2 * sin\n        rot2 = -x1 * sin + x2 * cos")],
        "RoPE rotates by minus the angle (transposed rotation matrix)",
        "The rotation [[cos, -sin], [sin, cos]] is applied transposed, i.e. by -angle. Still a rotation "
        "(norms and relative structure kept), but the sign of every relative offset is flipped against the "
@@ -227,7 +237,7 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "position i changes when a later token changes.",
        "Causal masking: token i may attend to tokens j <= i only."),
     _m("lm-mha-causal-triu", "causal-mask-inverted", "mha",
-       [("torch.tril(torch.ones(seq", "torch.triu(torch.ones(seq")],
+       [(_CAUSAL, "torch.triu(torch.ones(seq, seq, dtype=torch.bool, device=x.device))")],
        "the causal mask uses triu: each position sees the future, not the past",
        "triu keeps j >= i, so every query attends to itself and the later tokens and never to the "
        "earlier ones; the last position sees only itself.",
@@ -254,24 +264,24 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "MultiHeadSelfAttention(x) = W_O MultiHead(W_Q x, W_K x, W_V x)."),
     # ---------------------------------------------------------------- block
     _m("lm-block-post-norm", "post-norm", "block",
-       [(_ATTN_RES, "x = self.ln1(x + self.attn(x, token_positions))"),
+       [_BLOCK_DOC, (_ATTN_RES, "x = self.ln1(x + self.attn(x, token_positions))"),
         (_FFN_RES, "x = self.ln2(x + self.ffn(x))")],
        "the block is post-norm (norm after the residual add) instead of pre-norm",
        "The assignment's block normalises the input of each sub-layer and adds the result to an "
        "untouched residual stream. Post-norm normalises the stream itself after each add.",
        "y = x + MultiHeadSelfAttention(RMSNorm(x)), then z = y + FFN(RMSNorm(y))."),
     _m("lm-block-missing-residual", "missing-residual", "block",
-       [(_ATTN_RES, "x = self.attn(self.ln1(x), token_positions)")],
+       [_BLOCK_DOC, (_ATTN_RES, "x = self.attn(self.ln1(x), token_positions)")],
        "the attention sub-layer has no residual connection",
        "Without x + ..., the block's output forgets its input; deep stacks lose the direct gradient path.",
        "y = x + MultiHeadSelfAttention(RMSNorm(x))."),
     _m("lm-block-missing-residual-b", "missing-residual", "block",
-       [(_FFN_RES, "x = self.ffn(self.ln2(x))")],
+       [_BLOCK_DOC, (_FFN_RES, "x = self.ffn(self.ln2(x))")],
        "the feed-forward sub-layer has no residual connection",
        "Without y + ..., everything attention added to the stream is only seen through the FFN.",
        "z = y + FFN(RMSNorm(y))."),
     _m("lm-block-norm-on-residual-stream", "residual-stream-normalised", "block",
-       [(_ATTN_RES, "x = self.ln1(x)\n        x = x + self.attn(x, token_positions)")],
+       [_BLOCK_DOC, (_ATTN_RES, "x = self.ln1(x)\n        x = x + self.attn(x, token_positions)")],
        "ln1 overwrites the residual stream instead of only feeding attention",
        "x = ln1(x) then x = x + attn(x) adds attention to the normalised stream: the un-normalised input "
        "is lost, which is neither pre-norm nor post-norm.",
@@ -299,7 +309,9 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "x = token_embeddings[ids], then the blocks; no scaling of the embeddings."),
     # ---------------------------------------------------------------- cross entropy
     _m("lm-cross-entropy-log-of-softmax", "cross-entropy-log-of-softmax", "cross_entropy",
-       [(_CE_BODY, "    probs = softmax(logits, dim=-1)                                 # (..., vocab)\n"
+       [("Mean over every leading position of logsumexp(logits) - logits[target].",
+         "Mean negative log-probability of the targets."),
+        (_CE_BODY, "    probs = softmax(logits, dim=-1)                                 # (..., vocab)\n"
                    "    return -torch.log(probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)).mean()\n")],
        "cross-entropy takes log(softmax(.)) and returns inf when a probability underflows",
        "softmax rounds tiny probabilities to exactly 0 and log(0) = -inf: with a logit gap over ~104 in "
@@ -318,7 +330,9 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "Subtract the largest element before exponentiating, for numerical stability."),
     # ---------------------------------------------------------------- gradient clipping
     _m("lm-clipping-per-parameter", "clipping-per-parameter", "gradient_clipping",
-       [(_CLIP, "    for g in grads:\n"
+       [("Scale every gradient by one factor so that their joint L2 norm is at most max_l2_norm.",
+         "Clip the gradients to L2 norm at most max_l2_norm."),
+        (_CLIP, "    for g in grads:\n"
                 "        norm = g.detach().float().norm()\n"
                 "        if norm > max_l2_norm:\n"
                 "            g.mul_(max_l2_norm / (norm + eps))\n")],
@@ -337,19 +351,19 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "If the norm is below the maximum, leave the gradients as they are."),
     # ---------------------------------------------------------------- adamw
     _m("lm-adamw-coupled-weight-decay", "adamw-coupled-weight-decay", "adamw",
-       [("                grad = p.grad\n", "                grad = p.grad + wd * p\n"), (_DECAY, "")],
+       [_ADAMW_DOC, ("                grad = p.grad\n", "                grad = p.grad + wd * p\n"), (_DECAY, "")],
        "AdamW adds the weight decay to the gradient (L2, Adam) instead of decoupling it",
        "Adding wd * p to the gradient puts the decay through the adaptive denominator, which is Adam with "
        "L2 regularisation, not AdamW. Decay the weights directly: p -= lr * wd * p.",
        "theta <- theta - alpha * lambda * theta, applied separately from the moment update."),
     _m("lm-adamw-no-bias-correction", "adamw-no-bias-correction", "adamw",
-       [("alpha_t = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)  # bias correction", "alpha_t = lr")],
+       [_ADAMW_DOC, ("alpha_t = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)  # bias correction", "alpha_t = lr")],
        "AdamW omits the bias correction of the moments",
        "m and v start at 0, so early on they are biased towards 0; without the correction the first "
        "steps have the wrong size (about sqrt(1 - beta2) / (1 - beta1) off at t = 1).",
        "alpha_t = alpha * sqrt(1 - beta2^t) / (1 - beta1^t)."),
     _m("lm-adamw-decay-not-scaled-by-lr", "adamw-decay-not-scaled-by-lr", "adamw",
-       [(_DECAY, "                p.mul_(1 - wd)\n")],
+       [(_DECAY, "                p.mul_(1 - wd)  # decoupled decay\n")],
        "AdamW decays the weights by wd instead of lr * wd",
        "The decoupled decay is theta -= lr * lambda * theta. Without the lr factor the decay is hundreds "
        "of times too strong at usual learning rates and ignores the schedule.",
@@ -381,7 +395,8 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "Cosine annealing: alpha_t = alpha_min + 1/2 (1 + cos((t - T_w) / (T_c - T_w) pi)) (alpha_max - alpha_min)."),
     # ---------------------------------------------------------------- get_batch
     _m("lm-get-batch-targets-not-shifted", "target-not-shifted", "get_batch",
-       [("y = np.stack([dataset[s + 1:s + 1 + context_length] for s in starts])",
+       [("; targets are the inputs shifted by one.", " and their targets."),
+        ("y = np.stack([dataset[s + 1:s + 1 + context_length] for s in starts])",
          "y = np.stack([dataset[s:s + context_length] for s in starts])")],
        "get_batch returns the inputs themselves as targets, not shifted by one",
        "Each label must be the next token: y[i] = dataset[start + i + 1]. With y = x the model learns to "
