@@ -9,11 +9,12 @@ functions come from reference_model/lm_adapters.py, whose one import block
                      cs336_basics/model.py holding the model text;
   single_file(text)  one .py file: the model text, then the adapter functions.
 
-Probes that need a mutant's adapters (fingerprints) can load ``single_file``.
+Probes that need a mutant's adapters (fingerprints) can ``load_module(single_file(source(m)))``.
 """
 from __future__ import annotations
 
 import ast
+import types
 
 from .model import reference_source
 
@@ -86,3 +87,11 @@ def reference_single_file() -> str:
 
 def reference_repo_files() -> dict[str, str]:
     return repo_files(reference_source("reference_model/lm.py"))
+
+
+def load_module(text: str, name: str = "mtx_lm_variant") -> types.ModuleType:
+    """Execute a single-file text (ours: the reference or a mutant, never a student's) as a fresh module."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    exec(compile(text, module.__file__, "exec"), module.__dict__)
+    return module

@@ -209,6 +209,14 @@ def test_mutant_changes_its_component(mutant, load):
     assert measured > 1e-4, f"{mutant.id}: {mutant.component} differs from the reference by only {measured:.3g}"
 
 
+def test_load_module_gives_the_mutant():
+    from mutants.lm_export import load_module
+    m = mutants.get_any("lm-softmax-no-max-subtraction")
+    module = load_module(single_file(source(m)), "mtx_probe")
+    assert torch.isnan(module.run_softmax(torch.tensor([1000.0, 0.0]), 0)).any()
+    assert module.run_softmax.__code__.co_filename == "<mtx_probe>"
+
+
 def test_by_component_and_get_any():
     assert {m.id for c in COMPONENTS for m in mutants.by_component(c)} == {m.id for m in LM_MUTANTS}
     assert mutants.get_any("lm-rope-halves-not-pairs").component == "rope"
