@@ -74,10 +74,11 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
         raise ExportError(
             f"{len(existing)} file(s) already exist in {directory} ({shown}); "
             "refusing to overwrite them (use --force to replace them)", existing)
-    texts = {name: _as_submission(source(m), m.assignment) for name, m in plan}  # build all before writing
+    texts = {name: (lm_export.mutant_single_file(m) if m.assignment == "lm" else _as_submission(source(m), m.assignment))
+             for name, m in plan}  # build all before writing
     for name, m in plan:
         if m.assignment == "lm":
-            texts.update({f"{_folder(name)}/{path}": text for path, text in lm_export.repo_files(source(m)).items()})
+            texts.update({f"{_folder(name)}/{path}": text for path, text in lm_export.mutant_repo_files(m).items()})
     rows = _manifest_rows(plan)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
@@ -97,8 +98,6 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
 def _as_submission(text: str, assignment: str) -> str:
     """The mutant as a student's file: the reference's module docstring (which says it is the reference,
     and so gives the exercise away) becomes a neutral one."""
-    if assignment == "lm":
-        return lm_export.single_file(text)
     import ast
     tree = ast.parse(text)
     first = tree.body[0] if tree.body else None

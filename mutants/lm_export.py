@@ -9,14 +9,15 @@ functions come from reference_model/lm_adapters.py, whose one import block
                      cs336_basics/model.py holding the model text;
   single_file(text)  one .py file: the model text, then the adapter functions.
 
-Probes that need a mutant's adapters (fingerprints) can ``load_module(single_file(source(m)))``.
+Probes that need a mutant's adapters (fingerprints) can ``load_module(mutant_single_file(m))``;
+a mutant edits either the model or (interface mutants) the adapters.
 """
 from __future__ import annotations
 
 import ast
 import types
 
-from .model import reference_source
+from .model import reference_source, source
 
 ADAPTERS = "reference_model/lm_adapters.py"
 PACKAGE = "cs336_basics"
@@ -43,9 +44,9 @@ def neutral(text: str) -> str:
     return text
 
 
-def adapters_source(module: str = f"{PACKAGE}.{MODULE}") -> str:
+def adapters_source(module: str = f"{PACKAGE}.{MODULE}", adapters: str | None = None) -> str:
     """tests/adapters.py importing the model from ``module``."""
-    adapters = reference_source(ADAPTERS)
+    adapters = adapters or reference_source(ADAPTERS)
     start, end = _import_block(adapters)
     block = adapters[start:end].replace("from reference_model.lm import", f"from {module} import", 1)
     body = adapters[:start] + block + adapters[end:]
@@ -60,9 +61,9 @@ def _after_docstring(text: str) -> str:
     return text
 
 
-def single_file(model_text: str) -> str:
+def single_file(model_text: str, adapters: str | None = None) -> str:
     """One .py file: the (neutral) model text followed by the adapter functions."""
-    adapters = reference_source(ADAPTERS)
+    adapters = adapters or reference_source(ADAPTERS)
     start, end = _import_block(adapters)
     tail = _after_docstring(adapters[:start]).replace("from __future__ import annotations\n", "")
     tail = "\n".join(line for line in tail.splitlines() if line.strip()) + "\n"   # the remaining imports
@@ -71,11 +72,11 @@ def single_file(model_text: str) -> str:
             + "\n" + tail + "\n\n" + functions)
 
 
-def repo_files(model_text: str, package: str = PACKAGE) -> dict[str, str]:
+def repo_files(model_text: str, package: str = PACKAGE, adapters: str | None = None) -> dict[str, str]:
     """Relative path -> text of a student repository holding this model."""
     return {
         "tests/__init__.py": "",
-        "tests/adapters.py": adapters_source(f"{package}.{MODULE}"),
+        "tests/adapters.py": adapters_source(f"{package}.{MODULE}", adapters),
         f"{package}/__init__.py": "",
         f"{package}/{MODULE}.py": neutral(model_text),
     }
@@ -95,3 +96,20 @@ def load_module(text: str, name: str = "mtx_lm_variant") -> types.ModuleType:
     module.__file__ = f"<{name}>"
     exec(compile(text, module.__file__, "exec"), module.__dict__)
     return module
+
+
+def texts(mutant) -> tuple[str, str]:
+    """(model text, adapters text) of an lm mutant: it edits one of the two files."""
+    if mutant.reference == ADAPTERS:
+        return reference_source("reference_model/lm.py"), source(mutant)
+    return source(mutant), reference_source(ADAPTERS)
+
+
+def mutant_single_file(mutant) -> str:
+    model, adapters = texts(mutant)
+    return single_file(model, adapters)
+
+
+def mutant_repo_files(mutant, package: str = PACKAGE) -> dict[str, str]:
+    model, adapters = texts(mutant)
+    return repo_files(model, package, adapters)

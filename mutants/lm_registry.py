@@ -6,6 +6,11 @@ mutants/__init__.py joins both for the CLI. Each mutant names the component
 (the adapter's part of the model) whose code it edits: a bug in RMSNorm also
 changes the block and the LM, but its component is ``rmsnorm``.
 Edited lines drop comments that state the correct behaviour.
+
+The last group are interface problems (cause ``interface-mismatch``): the model
+is right but the adapter and the module disagree on a key, an argument order,
+a dtype or a return value, so the adapter raises or returns None. Some of
+them edit reference_model/lm_adapters.py (the student's tests/adapters.py).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from .model import Edit, Mutant
 
 LM = "reference_model/lm.py"
+ADAPTERS = "reference_model/lm_adapters.py"
 COMPONENTS = ("linear", "embedding", "rmsnorm", "silu", "swiglu", "softmax", "sdpa", "rope", "mha",
               "mha_rope", "block", "lm", "cross_entropy", "adamw", "lr_schedule", "gradient_clipping",
               "get_batch")
@@ -27,8 +33,8 @@ class LmMutant(Mutant):
     component: str = ""
 
 
-def _m(id, cause, component, edits, summary, explanation, lesson) -> LmMutant:
-    return LmMutant(id=id, cause=cause, assignment="lm", reference=LM,
+def _m(id, cause, component, edits, summary, explanation, lesson, reference=LM) -> LmMutant:
+    return LmMutant(id=id, cause=cause, assignment="lm", reference=reference,
                     edits=tuple(Edit(old, new) for old, new in edits), summary=summary,
                     explanation=explanation, lesson=lesson, component=component)
 
@@ -408,6 +414,58 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "get_batch samples one start and repeats that window for the whole batch",
        "Every row of the batch is the same window, so the batch holds one example batch_size times.",
        "Sample batch_size independent starting positions uniformly."),
+    # ---------------------------------------------------------------- interface problems
+    _m("lm-interface-output-proj-renamed", "interface-mismatch", "mha",
+       [("self.output_proj = Linear(", "self.out_proj = Linear("),
+        ("return self.output_proj(out)", "return self.out_proj(out)")],
+       "the attention's output projection is called out_proj; the contract's key is output_proj",
+       "The weights arrive as a state dict keyed attn.output_proj.weight; a module that names its layer "
+       "out_proj cannot load them (missing key out_proj.weight, unexpected key output_proj.weight). The "
+       "math is fine: rename the attribute or map the key in the adapter.",
+       "State dict keys: attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, attn.output_proj.weight."),
+    _m("lm-interface-linear-bias", "interface-mismatch", "linear",
+       [("        self.weight = nn.Parameter(weight)                          # (d_out, d_in)\n",
+         "        self.weight = nn.Parameter(weight)                          # (d_out, d_in)\n"
+         "        self.bias = nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype))\n"),
+        ("return x @ self.weight.T ", "return x @ self.weight.T + self.bias ")],
+       "Linear has a bias the contract does not have",
+       "The assignment's Linear has no bias, and the weights given to the adapters have none: loading "
+       "them into a layer with a bias fails (missing key bias), and a bias left at its init changes "
+       "every output once trained.",
+       "Linear(in_features, out_features): y = W x, no bias term."),
+    _m("lm-interface-rope-arguments-swapped", "interface-mismatch", "rope",
+       [("rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len, device=in_query_or_key.device)",
+         "rope = RotaryPositionalEmbedding(d_k, theta, max_seq_len, device=in_query_or_key.device)")],
+       "run_rope passes (d_k, theta, ...) to a constructor that takes (theta, d_k, ...)",
+       "The adapter's argument order does not match the class's: theta is taken as d_k and d_k as theta, "
+       "so the cos/sin tables have the wrong width and RoPE fails to broadcast (or rotates with the "
+       "wrong frequencies). Pass the arguments by keyword.",
+       "RotaryPositionalEmbedding(theta, d_k, max_seq_len, device=None); run_rope(d_k, theta, max_seq_len, ...)",
+       reference=ADAPTERS),
+    _m("lm-interface-adapter-returns-none", "interface-mismatch", "rmsnorm",
+       [('return _loaded(RMSNorm(d_model, eps=eps), {"weight": weights})(in_features)',
+         '_loaded(RMSNorm(d_model, eps=eps), {"weight": weights})(in_features)')],
+       "run_rmsnorm computes the output but does not return it",
+       "The adapter runs the layer and drops the result: the caller gets None, whatever the model does.",
+       "run_rmsnorm returns a tensor with the same shape as in_features.",
+       reference=ADAPTERS),
+    _m("lm-interface-integer-parameter", "interface-mismatch", "embedding",
+       [('_loaded(Embedding(vocab_size, d_model), {"weight": weights})',
+         '_loaded(Embedding(vocab_size, d_model, dtype=token_ids.dtype), {"weight": weights})')],
+       "run_embedding creates the embedding table with the token ids' integer dtype",
+       "dtype=token_ids.dtype makes the table torch.long: the random init is not defined for integers "
+       "and an integer tensor cannot be a trainable Parameter, so construction fails. Parameters take "
+       "the weights' floating dtype.",
+       "Embedding(num_embeddings, embedding_dim, device=None, dtype=None): dtype of the parameters.",
+       reference=ADAPTERS),
+    _m("lm-interface-swiglu-weights-swapped", "interface-mismatch", "swiglu",
+       [('{"w1.weight": w1_weight, "w2.weight": w2_weight, "w3.weight": w3_weight}',
+         '{"w1.weight": w1_weight, "w2.weight": w3_weight, "w3.weight": w2_weight}')],
+       "run_swiglu loads w3_weight as w2 and w2_weight as w3",
+       "w2 is the down-projection (d_model, d_ff) and w3 the second up-projection (d_ff, d_model); "
+       "swapping them fails with a size mismatch unless d_ff == d_model, and then computes the wrong map.",
+       "run_swiglu(d_model, d_ff, w1_weight, w2_weight, w3_weight, in_features).",
+       reference=ADAPTERS),
 )
 
 

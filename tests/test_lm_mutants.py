@@ -18,8 +18,8 @@ from click.testing import CliRunner
 import mutants
 from harness.cli_mutants import mutants_group
 from mutants import LM_MUTANTS, reference_source, source
-from mutants.lm_export import repo_files, single_file
-from mutants.lm_registry import COMPONENTS
+from mutants.lm_export import mutant_repo_files, mutant_single_file, single_file
+from mutants.lm_registry import ADAPTERS, COMPONENTS, LM
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 CHECKPOINT = Path(__file__).resolve().parents[1] / "reference_model" / "lm_tiny.pt"
@@ -50,7 +50,7 @@ def load(tmp_path_factory):
     def _load(m):
         key = "reference" if m is None else m.id
         if key not in cache:
-            text = single_file(reference_source("reference_model/lm.py") if m is None else source(m))
+            text = single_file(reference_source(LM)) if m is None else mutant_single_file(m)
             path = directory / f"mtx_lm_{key.replace('-', '_')}.py"
             path.write_text(text, encoding="utf-8")
             spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -159,6 +159,8 @@ def _difference(a, b):
     """Largest entrywise difference; inf where one is finite and the other is not (NaN vs NaN counts as equal)."""
     worst = 0.0
     for x, y in zip(a, b):
+        if x is None or y is None:
+            return 0.0 if x is y else math.inf
         x, y = x.detach().double(), y.detach().double()
         if x.shape != y.shape:
             return math.inf
@@ -179,7 +181,7 @@ def test_count_fields_and_required_bugs():
     assert len({m.id for m in LM_MUTANTS}) == len(LM_MUTANTS)
     for m in LM_MUTANTS:
         assert KEBAB.match(m.id) and m.id.startswith("lm-") and KEBAB.match(m.cause), m.id
-        assert m.assignment == "lm" and m.reference == "reference_model/lm.py" and m.component in COMPONENTS
+        assert m.assignment == "lm" and m.reference in (LM, ADAPTERS) and m.component in COMPONENTS
         assert m.summary and len(m.explanation) > 60 and m.lesson, m.id
     assert REQUIRED <= {m.cause for m in LM_MUTANTS}
     assert not {m.id for m in LM_MUTANTS} & {m.id for m in mutants.MUTANTS}
@@ -205,14 +207,23 @@ def test_reference_forms_agree(load):
 
 @pytest.mark.parametrize("mutant", LM_MUTANTS, ids=_mid)
 def test_mutant_changes_its_component(mutant, load):
-    measured = _difference(_measure(mutant.component, load(mutant)), _measure(mutant.component, load(None)))
+    """A numerical bug gives other numbers on the same inputs; an interface bug raises or returns None."""
+    expected = _measure(mutant.component, load(None))
+    if mutant.cause == "interface-mismatch":
+        try:
+            got = _measure(mutant.component, load(mutant))
+        except Exception:                                           # noqa: BLE001 - any failure is the bug
+            return
+        assert any(g is None for g in got), f"{mutant.id}: neither raised nor returned None"
+        return
+    measured = _difference(_measure(mutant.component, load(mutant)), expected)
     assert measured > 1e-4, f"{mutant.id}: {mutant.component} differs from the reference by only {measured:.3g}"
 
 
 def test_load_module_gives_the_mutant():
     from mutants.lm_export import load_module
     m = mutants.get_any("lm-softmax-no-max-subtraction")
-    module = load_module(single_file(source(m)), "mtx_probe")
+    module = load_module(mutant_single_file(m), "mtx_probe")
     assert torch.isnan(module.run_softmax(torch.tensor([1000.0, 0.0]), 0)).any()
     assert module.run_softmax.__code__.co_filename == "<mtx_probe>"
 
@@ -255,10 +266,10 @@ def test_cli_export_lm_both_forms(tmp_path):
         m = mutants.get_any(entry["id"])
         if name.endswith(".py"):
             text = (out / name).read_text()
-            assert text == single_file(source(m)) and "reference" not in text.split('"""')[1]
+            assert text == mutant_single_file(m) and "reference" not in text.split('"""')[1]
             assert manifest[name[:-3] + "/"]["id"] == m.id              # both forms of one mutant share a number
         else:
-            for path, text in repo_files(source(m)).items():
+            for path, text in mutant_repo_files(m).items():
                 assert (out / name / path).read_text() == text
             assert "from cs336_basics.model import (" in (out / name / "tests" / "adapters.py").read_text()
     assert m.id not in " ".join(manifest)                               # names are neutral
