@@ -48,7 +48,7 @@ def loaded(path):
     path = Path(path).resolve()
     if path.is_dir():
         target, root = path / "tests" / "adapters.py", path
-        names = _top_names(root) | {"tests", "adapters"}
+        names = _top_names(root)
     else:
         target, root, names = path, path.parent, set()
     _purge(names)
