@@ -1,5 +1,5 @@
-"""Assignment 1 adapters on top of torch.nn's own Linear/Embedding modules (bias off);
-RoPE applies precomputed 2x2 rotation matrices to each (even, odd) pair."""
+"""Assignment 1 adapters on top of torch.nn's own modules, loaded with load_state_dict;
+my RoPE builds one 2x2 rotation matrix per position and frequency."""
 import math
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""Transformer LM with jaxtyping shape annotations; RoPE rotates interleaved pairs by
-reshaping the last axis to (d/2, 2)."""
+"""Transformer LM for assignment 1, with jaxtyping shape annotations
+(annotations only: nothing checks them at run time)."""
 import math
 from collections.abc import Iterable
 

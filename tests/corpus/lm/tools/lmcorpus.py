@@ -29,7 +29,7 @@ def _top_names(root):
     # names a repository can shadow: its packages and top-level modules
     names = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     names |= {p.stem for p in root.glob("*.py")}
-    return names
+    return names - {"tests"}  # adapters.py is loaded by path; never touch the project's tests
 
 
 def _purge(names):
