@@ -74,6 +74,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                C("decode-eval", "greedy_decode leaves the model in eval mode", "eval", "the lesson")),
     "decode-determinism": (C("decode-determinism", "greedy_decode twice with different seeds", "same tokens",
                              "greedy decoding does not sample", compares=True),),
+    "decode-consistency": (C("decode-consistency", "first step where greedy_decode's token differs from the "
+                                                   "argmax of the model's forward pass on that prefix", "-1 (none)",
+                             "the same model, the same prefix", compares=True),),
     "train-trace": (C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
                       "the lesson's schedule"),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),

@@ -124,11 +124,14 @@ def diagnose(result: dict) -> list[dict]:
         for line in f.evidence:
             explained.update(cid for cid in ev.by_id if line.startswith(cid + ":"))
         out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix, f.title))
-    deviations = []
+    deviations, unreliable = [], []
     for c in result["checks"]:
         if c["id"] in explained or c["status"] not in ("fail", "error"):
             continue
         d = c.get("data") or {}
+        if c["id"] in ev.unreliable:       # compares two passes of a random forward: folded below
+            unreliable.append(c)
+            continue
         comp = _component(c["id"])
         if c["status"] == "error" and comp and ev.passed("shapes") and not d.get("harness_error") \
                 and not d.get("timeout"):
@@ -148,6 +151,10 @@ def diagnose(result: dict) -> list[dict]:
             else:
                 out.append(u)
         explained.add(c["id"])
+    if unreliable:
+        det = next((o for o in out if any(e.startswith("eval-determinism:") for e in o["evidence"])), None)
+        if det is not None:
+            det["evidence"] += [f"also unreliable (the forward pass is random): {say(c)}" for c in unreliable]
     if deviations:
         out.append(_diag("contract-deviation", 0.3, deviations + [
             "the model's own forward pass runs: only the checks that call these components directly are skipped"]))

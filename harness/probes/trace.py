@@ -135,6 +135,16 @@ def sample_unchanged(size: int, keep: int = 0):
     return prop
 
 
+def sample_moved(size: int, i: int, j: int):
+    """Batch order: sample i of run a must equal sample j of run b (the batch reordered)."""
+    def prop(a, b):
+        axes = [k for k, s in enumerate(a.shape) if s == size]
+        if len(axes) != 1 or a.shape != b.shape:
+            return None
+        return _diff(a.select(axes[0], i), b.select(axes[0], j))
+    return prop
+
+
 def identical(a, b):
     """Determinism: the whole output must be the same."""
     return _diff(a, b) if a.shape == b.shape else None

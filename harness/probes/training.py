@@ -95,8 +95,10 @@ def _mechanics(ctx, model, watched, fresh, mech):
         worst = 0.0
         for i, p in enumerate(watched):
             g, f = p.grad, fresh.get(i)
-            if g is None or f is None or float(f.norm()) == 0.0:
+            if f is None or float(f.norm()) == 0.0:
                 continue
+            if g is None:                                  # zeroed (set to None) after backward, before step
+                g = torch.zeros_like(f)
             g, f = g.detach().flatten().double(), f.flatten().double()
             a = float(g @ f) / float(f @ f)               # clipping and unscaling only scale the gradient
             worst = max(worst, float((g - a * f).norm()) / max(float(g.norm()), 1e-30) if a > 0 else 1.0)
@@ -248,6 +250,17 @@ def trace(ctx):
     return checks
 
 
+def _zero_grad_line(ctx):
+    """The zero_grad call in train() that sits after backward() (the one to move), else the step's line."""
+    for fn in locate.functions(ctx, "train"):
+        back = locate.lines_mentioning(fn, ".backward(")
+        zero = locate.lines_mentioning(fn, "zero_grad")
+        late = [z for z in zero if back and z > min(back)]
+        if late:
+            return late[0]
+    return None
+
+
 def _mechanics_checks(ctx, mech, steps, sched_line):
     """Training-loop mechanics traced on the student's own train(): zeroed gradients, train mode, scheduler."""
     out = []
@@ -266,13 +279,16 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
                          f"worst relative residual of .grad against the gradient of the step's own backward over "
                          f"steps 2-{len(res) + 1}",
                          data={"mechanism": {"kind": kind, "text": text}} if kind else {},
-                         location=ctx.where(mech["grad_line"]) if kind else None))
+                         location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else mech["grad_line"])
+                         if kind else None))
     if steps:
         frac = mech["eval_steps"] / steps
+        evals = [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]
         out.append(check("train-mode", "pass" if frac <= 0.5 else "fail", rnd(frac, 3),
                          "<= 0.5: the model is in train mode for the forward passes it learns from",
                          f"share of optimizer steps whose forward pass ran with model.training False "
-                         f"({mech['eval_steps']} of {steps})"))
+                         f"({mech['eval_steps']} of {steps})",
+                         location=ctx.where(evals[0]) if frac > 0.5 and evals else None))
     ep = mech["sched_epochs"]
     if len(ep) >= 10:
         moved = max(ep) - min(ep)
