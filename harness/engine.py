@@ -161,6 +161,7 @@ def diagnose(result: dict) -> list[dict]:
     for d in out:   # the catch-all's location is in the student's file
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
+    out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
     return out
 
 

@@ -1,13 +1,15 @@
 """How the model is wired: gradients, residuals, cross-attention inputs, state kept between calls."""
 from __future__ import annotations
 
+import ast
+
 import torch
 
 from ..intercept import Recorder
 from . import locate
 from .base import Skip, StudentError, check, rnd
 from .base import caller_line as _caller_line
-from .common import VOCAB, batch, eval_model, kwargs_for, ref_loss
+from .common import PAD, VOCAB, batch, eval_model, kwargs_for, ref_loss
 
 
 def gradient_flow(ctx):
@@ -61,7 +63,9 @@ def gradient_flow(ctx):
     ok = not dead
     if not ok and not detach:  # no .detach() seen: look for no_grad / set_grad_enabled(False) in the model's methods
         for fn in (f for name in ("encode", "decode", "forward") for f in locate.functions(ctx, name)):
-            hits = locate.lines_mentioning(fn, "no_grad", "set_grad_enabled(False)", "inference_mode", ".data")
+            hits = [d.lineno for d in fn.decorator_list if any(w in ast.unparse(d) for w in ("no_grad",
+                                                                                        "inference_mode"))]
+            hits += locate.lines_mentioning(fn, "no_grad", "set_grad_enabled(False)", "inference_mode", ".data")
             if hits:
                 detach = hits
                 break
@@ -217,6 +221,14 @@ def stateless(ctx):
                       "the model raises on its second call with another length, though a fresh copy accepts it",
                       data={"attrs": new_attrs[:10]}, location=ctx.where(line or raised.line))]
     err = float((after_a - fresh).abs().max())
+    # The same shape with another padding pattern, then batch B again: a cache keyed by length alone (on the
+    # model or in a global, which a copy would share) makes B's second output differ from its first.
+    c_src, c_tgt = b_src.clone(), b_tgt.clone()
+    c_src[0, 3:], c_tgt[0, 4:] = PAD, PAD                 # sample 0 much shorter: new padded positions
+    with torch.no_grad():
+        ctx.forward(model, c_src, c_tgt[:, :-1])
+        again, _ = ctx.forward(model, b_src, b_tgt[:, :-1])
+    err = max(err, float((again - after_a).abs().max()))
     ok = err < 1e-5
     return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
                   "change of the output for batch B when the model has seen batch A before",

@@ -45,12 +45,24 @@ def invariance(ctx):
         data = {"divergence": div, "mechanism": mech}
         if mech.get("kind") in ("inverted", "missing"):
             fns = locate.functions(ctx, "padding_mask")
-            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else mech.get("line")
+            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else \
+                _call_without_mask(ctx, mech.get("stack") or []) or mech.get("line")
         else:
             line = (div or {}).get("line")
     return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), "< 1e-4",
                   "max change of the logits at real positions when the same sequence is padded to length 10",
                   data=data, location=ctx.where(line))]
+
+
+def _call_without_mask(ctx, stack: list) -> int | None:
+    """Walking out from the attention, the first call that passes no mask: where the mask was dropped."""
+    import ast
+    for line in stack[1:]:
+        call = locate.call_at(ctx, line)
+        if call is not None and not any("mask" in ast.unparse(a).lower() for a in list(call.args) +
+                                        [k.value for k in call.keywords]):
+            return line
+    return None
 
 
 def _pad_mechanism(worst: dict | None) -> dict:

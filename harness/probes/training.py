@@ -35,6 +35,13 @@ def _trace(ctx, model, steps, batch_size):
             fresh[i] = fresh[i] + g.detach() if i in fresh else g.detach().clone()
         return hook
     grad_hooks = [p.register_hook(on_grad(i)) for i, p in enumerate(watched)]
+    real_train = model.train
+
+    def train_mode(mode=True):         # model.eval() calls self.train(False): where train() switches it
+        if not mode and mech.get("eval_line") is None:
+            mech["eval_line"] = _line_in(ctx, "train") or _caller_line(ctx)
+        return real_train(mode)
+    model.train = train_mode
 
     def on_step(opt, args, kwargs):
         _mechanics(ctx, model, watched, fresh, mech)
@@ -81,6 +88,7 @@ def _trace(ctx, model, steps, batch_size):
         h0.remove(), h1.remove(), h2.remove()
         for h in grad_hooks:
             h.remove()
+        del model.train
         torch.nn.utils.clip_grad_norm_ = real_clip
     losses = [rnd(float(c.out.detach())) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
               and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
@@ -250,6 +258,17 @@ def trace(ctx):
     return checks
 
 
+def _line_in(ctx, fn_name: str) -> int | None:
+    """The line that the student's function `fn_name` is running now (an outer frame of the stack)."""
+    import sys
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename == ctx.source.code_path and f.f_code.co_name == fn_name:
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
 def _zero_grad_line(ctx):
     """The zero_grad call in train() that sits after backward() (the one to move), else the step's line."""
     for fn in locate.functions(ctx, "train"):
@@ -283,7 +302,8 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
                          if kind else None))
     if steps:
         frac = mech["eval_steps"] / steps
-        evals = [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]
+        evals = [mech["eval_line"]] if mech.get("eval_line") else \
+            [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]
         out.append(check("train-mode", "pass" if frac <= 0.5 else "fail", rnd(frac, 3),
                          "<= 0.5: the model is in train mode for the forward passes it learns from",
                          f"share of optimizer steps whose forward pass ran with model.training False "
