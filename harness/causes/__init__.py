@@ -8,7 +8,7 @@ from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, 
                causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_not_reversed,
                dropout_at_inference, encoder_in_decode_loop, eval_mode_training, gradients_not_zeroed,
                gradients_zeroed_before_step, heads_split_wrong, inf_mask_nan, learning_rate_too_low, load_failures,
-               make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
+               make_batch_malformed, mask_after_softmax, missing_embedding_scale, optimizer_missing_parameters, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, pad_not_ignored, padding_mask_inverted,
                padding_mask_missing, positional_encoding_formula, positional_encoding_trainable,
                positional_max_len, scheduler_not_stepped, softmax_wrong_dim, source_ignored, stale_mask, tampering,
@@ -25,6 +25,7 @@ RULES = (
     positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual,
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
+    optimizer_missing_parameters,
 )
 
 CAUSES = tuple(dict.fromkeys(tuple(m.CAUSE for m in RULES) + load_failures.CAUSES))

@@ -72,6 +72,12 @@ class Evidence:
         return self.failed("attn-rows-sum") is not None and \
             (self.data("attn-rows-sum").get("key_axis") or {}).get("over_queries_err", 1.0) < 1e-4
 
+    def padding_from_decoder_self_attention(self) -> tuple:
+        """("padding-invariance",) when its PAD weight sits in the decoder self-attention (11 x 11 there), which
+        a broken causal mask explains (it leaves rows with no allowed key); () otherwise."""
+        m = self.mechanism("padding-invariance")
+        return ("padding-invariance",) if m.get("t_q") == m.get("t_k") == 11 else ()
+
     def mechanism(self, id) -> dict:
         """What the probe observed about how its property broke (kind, line, text), or {}."""
         m = self.data(id).get("mechanism")

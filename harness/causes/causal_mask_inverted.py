@@ -28,4 +28,5 @@ def diagnose(ev):
             ev.mechanism("causal-leak").get("kind") != "inverted":
         return None
     return Finding(0.9, [say(c), "mechanism: " + ev.mechanism("causal-leak")["text"]], c.get("location"),
-                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency"))
+                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency")
+                   + ev.padding_from_decoder_self_attention())

@@ -22,4 +22,5 @@ def diagnose(ev):
     if ev.weights_not_over_keys() or not c or mech.get("kind") != "off-by-one":
         return None
     return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"),
-                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency"))
+                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency")
+                   + ev.padding_from_decoder_self_attention())

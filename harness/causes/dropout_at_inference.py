@@ -20,7 +20,13 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.get("eval-determinism")
-    if not c or c["status"] != "fail" or ev.mechanism("eval-determinism").get("kind") != "dropout":
-        return None
-    return Finding(0.9, [say(c), "mechanism: " + ev.mechanism("eval-determinism")["text"]], c.get("location"),
-                   explains=("eval-determinism",) + COMPARISONS)
+    if c and c["status"] == "fail" and ev.mechanism("eval-determinism").get("kind") == "dropout":
+        return Finding(0.9, [say(c), "mechanism: " + ev.mechanism("eval-determinism")["text"]], c.get("location"),
+                       explains=("eval-determinism",) + COMPARISONS)
+    d = ev.failed("decode-eval")
+    if d:   # observed: the model stays in train mode through greedy_decode, so its dropout runs there
+        return Finding(0.85, [say(d), "mechanism: greedy_decode never switches the model to eval mode"],
+                       d.get("location"), explains=("decode-eval", "decode-determinism", "decode-accuracy"),
+                       fix="Call model.eval() at the start of greedy_decode (and model.train() again before "
+                           "training resumes).")
+    return None

@@ -18,6 +18,8 @@ def diagnose(ev):
     if not c or c["status"] != "fail" or ev.status("train-scheduler") == "fail":
         return None          # a scheduler never stepped explains the flat lr (scheduler-not-stepped)
     d = c.get("data") or {}
+    if d.get("optimizer") == "RAdam":
+        return None          # RAdam rectifies the early variance that warmup guards against: no warmup needed
     if d.get("peak") is None or d["peak"] < 5e-5 or d.get("first", 0) <= 0.2 * d["peak"]:
         return None
     return Finding(0.85, [say(c)], c.get("location"), explains=("lr-schedule",))

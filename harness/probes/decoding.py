@@ -37,8 +37,17 @@ def encoder_calls(ctx):
                     f"model.encode ran {n[0]} time(s) while generating {steps} token(s)",
                     location=ctx.where(lines[-1] if n[0] > 1 and lines else None)),
               check("decode-eval", "pass" if not model.training else "fail", "eval" if not model.training else "train",
-                    "greedy_decode puts the model in eval mode (dropout off)", "")]
+                    "greedy_decode puts the model in eval mode (dropout off)",
+                    "" if not model.training else "a model handed over in train mode is still in train mode after "
+                                                  "greedy_decode: its dropout was active while decoding",
+                    location=None if not model.training else ctx.where(_def_line(ctx, "greedy_decode")))]
     return checks
+
+
+def _def_line(ctx, name):
+    from . import locate
+    fns = locate.functions(ctx, name)
+    return fns[0].lineno if fns else None
 
 
 def _exact_match(ctx, model, decode, n, min_len, max_len, seed_offset):

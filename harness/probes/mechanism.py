@@ -92,7 +92,8 @@ def masses(w: torch.Tensor) -> dict:
     rows = w3.sum(-1)
     return {"future": float((w3 * fut).sum(-1)[:, :-1].mean()),           # last row has no later keys
             "far_future": float((w3 * far).sum(-1)[:, :-2].mean()) if t > 2 else 0.0,   # beyond the next key
-            "past": float((w3 * past).sum(-1)[:, 1:].mean()),              # first row has no earlier keys
+            # first row has no earlier keys; the last row has no later ones (fully masked under an inverted mask)
+            "past": float((w3 * past).sum(-1)[:, 1:-1].mean()) if t > 2 else float((w3 * past).sum(-1).mean()),
             "row_sum_err": float((rows - 1).abs().max())}
 
 
@@ -193,7 +194,7 @@ def pad_mass(ops: list, t_q: int, t_k: int, n_real_q: int, n_real_k: int, batch:
     for op, w in applied_weights(ops, t_q, t_k):
         share = _pad_share(w, t_q, t_k, n_real_q, n_real_k, batch)
         if share and (worst is None or share[0] > worst["pad"]):
-            worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k,
+            worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k, "t_q": t_q,
                      "stack": list(op.stack)}
     if worst is not None:
         sm = [op for op in ops if op.name == "softmax" and op.outs and op.outs[0].dim() >= 3

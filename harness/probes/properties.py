@@ -140,6 +140,15 @@ def decode_consistency(ctx):
     future = max((m.get("future_mass", 0.0) for _, m in leaks), default=0.0)
     ok = differs is None and not leaks
     data, line = {"first_token_differs": differs, "future_mass": rnd(future, 4)}, None
+    if differs is not None and not leaks:        # where greedy_decode picks its token: argmax / max / topk
+        pick = next((op for op in ops if op.name in ("argmax", "max", "topk", "multinomial")), None)
+        if pick is not None:
+            line = pick.line
+            code = trace.describe(ctx, pick, "")["code"]
+            data["divergence"] = {"line": pick.line, "op": pick.name, "code": code,
+                                  "text": f"from step {differs} greedy_decode's token is not the argmax of the model's "
+                                          f"forward pass at the last position of the prefix; it picks its token at "
+                                          f"line {pick.line}: `{code}`"}
     if leaks:
         t, m = leaks[0]
         data["mechanism"] = {"kind": "mask-not-for-prefix", "line": m.get("line"), "prefix": t,

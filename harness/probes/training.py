@@ -44,7 +44,12 @@ def _trace(ctx, model, steps, batch_size):
     model.train = train_mode
 
     def on_step(opt, args, kwargs):
-        _mechanics(ctx, model, watched, fresh, mech)
+        if "step_line" not in mech:
+            mech["step_line"] = _caller_line(ctx)
+            stepped = {id(p) for g in opt.param_groups for p in g["params"]}
+            mech["not_stepped"] = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in stepped]
+            mech["optimizer"] = type(opt).__name__
+        _mechanics(ctx, model, opt, watched, fresh, mech)
         lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
         if clipped:
             norms.append(float(clipped[-1]))
@@ -96,13 +101,19 @@ def _trace(ctx, model, steps, batch_size):
             "mech": mech}
 
 
-def _mechanics(ctx, model, watched, fresh, mech):
+def _mechanics(ctx, model, opt, watched, fresh, mech):
     """At an optimizer step: is .grad this step's gradient? train mode? how far has each scheduler stepped?"""
     import sys
     if len(mech["grad_residual"]) < 12 and fresh:
         worst = 0.0
+        stepped = {id(q) for g in opt.param_groups for q in g["params"]}
         for i, p in enumerate(watched):
+            if id(p) not in stepped:
+                continue                                   # its .grad is nobody's business: not optimised
             g, f = p.grad, fresh.get(i)
+            if f is not None and not bool(torch.isfinite(f).all()):
+                mech.setdefault("nonfinite_step", len(mech["grad_residual"]) + 1)
+                continue                                   # a NaN gradient measures nothing here
             if f is None or float(f.norm()) == 0.0:
                 continue
             if g is None:                                  # zeroed (set to None) after backward, before step
@@ -191,10 +202,13 @@ def trace(ctx):
     warmup = int(warmup) if isinstance(warmup, (int, float)) else 400
     steps = max(20, min(warmup + 40, 2000))
     torch.manual_seed(ctx.seed)
+    make = (lambda: Stub().to(ctx.device))
     try:
-        tr = _trace(ctx, Stub().to(ctx.device), steps, batch_size=4)
+        tr = _trace(ctx, make(), steps, batch_size=4)
     except StudentError:  # train() needs more of the model than the stub has: trace a tiny real one
-        tr = _trace(ctx, small_model(ctx, dropout=0.0), steps, batch_size=4)
+        make = (lambda: small_model(ctx, dropout=0.0))
+        tr = _trace(ctx, make(), steps, batch_size=4)
+    tr["mech"]["make_model"] = make
     lrs, seen, rec = tr["lrs"], tr["seen"], tr["rec"]
     ctx.artifacts["trace"] = {"lr": [rnd(v, 8) for v in lrs[:800]], "loss": tr["losses"][:800]}
     checks = []
@@ -208,7 +222,8 @@ def trace(ctx):
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
                         "warmup from ~0 to a peak >= 5e-5 (lesson: 2.5e-06 at step 1, 1e-3 at step 400)",
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
-                        data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup},
+                        data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup,
+                              "optimizer": tr["mech"].get("optimizer")},
                         location=None if lr_ok else ctx.where(lr_line if peak < 5e-5 else sched_line)))
     checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line)
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
@@ -258,6 +273,30 @@ def trace(ctx):
     return checks
 
 
+def _nan_origin(ctx, make_model) -> dict | None:
+    """Two steps of train() again with every op recorded: the first op whose output is NaN."""
+    from . import trace as optrace
+    fn = ctx.need("train")
+    tr = optrace.OpTrace(ctx.source.code_path, limit=4000)
+    torch.manual_seed(ctx.seed)
+    model = make_model()
+    try:
+        with tr, ctx.student("train(model, steps=2)"):
+            fn(model, **kwargs_for(fn, steps=2, batch_size=4, device=ctx.device, log_every=10 ** 9))
+    except Exception:
+        pass
+    return optrace.describe(ctx, optrace.first_nan(tr.ops), "NaN in training")
+
+
+def _optimizer_call_line(ctx) -> int | None:
+    """The line in train() that builds the optimizer (Adam(...), AdamW(...), SGD(...))."""
+    for fn in locate.functions(ctx, "train"):
+        calls = locate.calls_named(fn, "Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "RAdam", "NAdam", "Adamax")
+        if calls:
+            return calls[0].lineno
+    return None
+
+
 def _line_in(ctx, fn_name: str) -> int | None:
     """The line that the student's function `fn_name` is running now (an outer frame of the stack)."""
     import sys
@@ -284,6 +323,13 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
     """Training-loop mechanics traced on the student's own train(): zeroed gradients, train mode, scheduler."""
     out = []
     res = mech["grad_residual"][1:]                   # from step 2: step 1 starts from no gradient anyway
+    if mech.get("nonfinite_step"):
+        div = _nan_origin(ctx, mech["make_model"])
+        out.append(check("train-finite", "fail", mech["nonfinite_step"], "finite gradients at every step",
+                         f"the gradient of train()'s loss is NaN/inf from step {mech['nonfinite_step']}" +
+                         (f"; {div['text']}" if div else ""), data={"divergence": div},
+                         location=ctx.where(div["line"]) if div else None))
+        res = []                                       # the other mechanics cannot be measured on NaN
     if res:
         worst = max(res)
         ratio = max(mech.get("ratio") or [1.0])
@@ -300,6 +346,14 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
                          data={"mechanism": {"kind": kind, "text": text}} if kind else {},
                          location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else mech["grad_line"])
                          if kind else None))
+    if "not_stepped" in mech:
+        miss = mech["not_stepped"]
+        opt_line = _optimizer_line(ctx)[1] if miss else None
+        out.append(check("train-optimizer-params", "pass" if not miss else "fail", len(miss),
+                         "0: the optimizer holds every trainable parameter",
+                         "trainable parameters of the model that no optimizer param group holds" +
+                         (f": {', '.join(miss[:6])}" if miss else ""),
+                         location=ctx.where(_optimizer_call_line(ctx) or opt_line) if miss else None))
     if steps:
         frac = mech["eval_steps"] / steps
         evals = [mech["eval_line"]] if mech.get("eval_line") else \
@@ -315,7 +369,7 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
         out.append(check("train-scheduler", "pass" if moved > 0 else "fail", moved,
                          "> 0: the scheduler the loop creates is stepped",
                          f"scheduler.last_epoch advanced {moved} time(s) over {len(ep)} optimizer steps",
-                         location=ctx.where(sched_line) if moved == 0 else None))
+                         location=ctx.where(mech.get("step_line") or sched_line) if moved == 0 else None))
     return out
 
 
