@@ -16,12 +16,14 @@ def encoder_calls(ctx):
     model.train()
     if not hasattr(model, "encode"):
         raise Skip("MiniTransformer has no encode()")
-    n = [0]
+    n, rows = [0], [0]
     real = model.encode
     lines = []
 
     def counting(*a, **k):
         n[0] += 1
+        if a and isinstance(a[0], torch.Tensor):
+            rows[0] += a[0].size(0) if a[0].dim() > 1 else 1
         from .training import _caller_line
         lines.append(_caller_line(ctx))
         return real(*a, **k)
@@ -33,9 +35,12 @@ def encoder_calls(ctx):
     finally:
         model.encode = real
     steps = int(ys.size(1)) - 1 if isinstance(ys, torch.Tensor) and ys.dim() == 2 else None
-    checks = [check("decode-encoder-calls", "pass" if n[0] == 1 else "fail", n[0], "1 per greedy_decode call",
-                    f"model.encode ran {n[0]} time(s) while generating {steps} token(s)",
-                    location=ctx.where(lines[-1] if n[0] > 1 and lines else None)),
+    # once per source sequence: one call for the batch, or one per sequence when decoding them one at a time
+    ok = rows[0] <= src.size(0) if rows[0] else n[0] <= 1
+    checks = [check("decode-encoder-calls", "pass" if ok else "fail", n[0], "1 per greedy_decode call",
+                    f"model.encode ran {n[0]} time(s) on {rows[0]} source row(s) for a batch of {src.size(0)} while "
+                    f"generating {steps} token(s)",
+                    location=ctx.where(lines[-1] if not ok and lines else None)),
               check("decode-eval", "pass" if not model.training else "fail", "eval" if not model.training else "train",
                     "greedy_decode puts the model in eval mode (dropout off)",
                     "" if not model.training else "a model handed over in train mode is still in train mode after "

@@ -103,6 +103,14 @@ def _trace(ctx, model, steps, batch_size):
 
 def _mechanics(ctx, model, opt, watched, fresh, mech):
     """At an optimizer step: is .grad this step's gradient? train mode? how far has each scheduler stepped?"""
+    try:
+        _measure_step(ctx, model, opt, watched, fresh, mech)
+    except Exception as e:   # runs inside the student's optimizer.step(): a harness slip must not look like theirs
+        mech.setdefault("harness_error", f"{type(e).__name__}: {e}")
+        fresh.clear()
+
+
+def _measure_step(ctx, model, opt, watched, fresh, mech):
     import sys
     if len(mech["grad_residual"]) < 12 and fresh:
         worst = 0.0
@@ -133,9 +141,11 @@ def _mechanics(ctx, model, opt, watched, fresh, mech):
             held = list(f.f_locals.values())
             held += [x for v in held if hasattr(v, "__dict__") and not isinstance(v, torch.nn.Module)
                      for x in list(vars(v).values())]         # a Trainer object's attributes too
-            scheds = [v for v in held if isinstance(v, torch.optim.lr_scheduler.LRScheduler)]
-            if scheds:
-                mech["sched_epochs"].append(max(int(v.last_epoch) for v in scheds))
+            epochs = [getattr(v, "last_epoch", None) for v in held
+                      if isinstance(v, torch.optim.lr_scheduler.LRScheduler)]
+            epochs = [int(e) for e in epochs if isinstance(e, int)]   # ChainedScheduler has none of its own
+            if epochs:
+                mech["sched_epochs"].append(max(epochs))
             break
         f = f.f_back
 
