@@ -77,7 +77,22 @@ def properties(model):
     t3[1:] = t3[1:].flip(0)
     d = logits_of(model, s3, t3)
     r["batch_dep"] = float((a[0] - d[0]).abs().max())
+    s4 = torch.cat([src, torch.full_like(src[:, :1], 10)], dim=1)     # one more PAD column
+    e = logits_of(model, s4, tin)
+    r["pad_inv"] = float((a - e).abs().max())
     return r
+
+
+@torch.no_grad()
+def greedy_det(mod, model):
+    src = batch(3, 5)[0]
+    outs = []
+    for _ in range(2):
+        model.train()                      # as after training: greedy_decode must set eval itself
+        ys, _ = mod.greedy_decode(model, src, max_len=8)
+        outs.append(ys)
+    same = outs[0].shape == outs[1].shape and bool((outs[0] == outs[1]).all())
+    return tuple(outs[0].shape), same
 
 
 def main():
@@ -94,10 +109,10 @@ def main():
             model = mod.MiniTransformer()
             p = properties(model)
             line = f"{Path(f).name}: shape {p['shape']} det {p['eval_det']:.1e} leak {p['causal_leak']:.1e} " \
-                   f"batchdep {p['batch_dep']:.1e}"
+                   f"batchdep {p['batch_dep']:.1e} padinv {p['pad_inv']:.1e}"
             if hasattr(mod, "greedy_decode"):
-                ys, _ = mod.greedy_decode(model, batch(3, 5)[0], max_len=8)
-                line += f" decode {tuple(ys.shape)}"
+                shape, same = greedy_det(mod, model)
+                line += f" decode {shape} {'det' if same else 'NONDET'}"
             if a.train:
                 l0 = eval_loss(model)
                 t = time.perf_counter()
