@@ -120,8 +120,8 @@ class MiniTransformer(nn.Module):
         self.enc = nn.ModuleList([EncoderLayer(d_model, h, d_ff, dropout) for _ in range(num_layers)])
         self.dec = nn.ModuleList([DecoderLayer(d_model, h, d_ff, dropout) for _ in range(num_layers)])
         self.generator = nn.Linear(d_model, vocab)
-        for p in self.parameters():
-            if p.dim() > 1:
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and not name.startswith('pos.'):     # leave the sinusoid table alone
                 nn.init.xavier_uniform_(p)
 
     def encode(self, src, src_mask):
