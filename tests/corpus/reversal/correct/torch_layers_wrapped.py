@@ -55,7 +55,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model, h, d_ff, dropout=0.1):
         super().__init__()
         self.h = h
-        self.layer = nn.TransformerEncoderLayer(d_model, h, d_ff, dropout, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(d_model, h, d_ff, dropout, activation=F.silu, batch_first=True)
 
     def forward(self, x, mask=None):
         return self.layer(x, src_mask=_to_attn_mask(mask, self.h, x.size(1)))
@@ -65,7 +65,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model, h, d_ff, dropout=0.1):
         super().__init__()
         self.h = h
-        self.layer = nn.TransformerDecoderLayer(d_model, h, d_ff, dropout, batch_first=True)
+        self.layer = nn.TransformerDecoderLayer(d_model, h, d_ff, dropout, activation=F.silu, batch_first=True)
         self._cross = None
         self.layer.multihead_attn.register_forward_hook(self._grab, with_kwargs=True)
 
