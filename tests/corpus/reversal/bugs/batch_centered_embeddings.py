@@ -49,11 +49,13 @@ class MultiHeadAttention(nn.Module):
     def forward(self, q, k, v, mask=None):
         kpm, am = None, None
         if mask is not None:
+            # float -1e9 instead of the bool masks: a fully padded row must not become NaN
+            bias = torch.zeros(mask.shape, device=q.device).masked_fill(mask, -1e9)
             if mask.dim() == 2:                      # (B, Tk) key padding
-                kpm = mask
+                kpm = bias
             else:                                    # (B, 1, Tq, Tk) full mask
                 B, _, Tq, Tk = mask.shape
-                am = mask.expand(B, self.h, Tq, Tk).reshape(B * self.h, Tq, Tk)
+                am = bias.expand(B, self.h, Tq, Tk).reshape(B * self.h, Tq, Tk)
         out, w = self.mha(q, k, v, key_padding_mask=kpm, attn_mask=am, average_attn_weights=False)
         return out, w
 

@@ -51,7 +51,9 @@ class MultiHeadAttention(nn.Module):
         attn_mask = None
         if mask is not None:
             B, Tq, Tk = q.size(0), q.size(1), k.size(1)
-            attn_mask = mask.expand(B, self.h, Tq, Tk).reshape(B * self.h, Tq, Tk)
+            blocked = mask.expand(B, self.h, Tq, Tk).reshape(B * self.h, Tq, Tk)
+            # a float bias rather than the bool mask: an all-padding row stays finite (bool gives NaN)
+            attn_mask = torch.zeros(blocked.shape, device=q.device).masked_fill(blocked, -1e9)
         out, w = self.inner(q, k, v, attn_mask=attn_mask, need_weights=True, average_attn_weights=False)
         return out, w
 

@@ -1,6 +1,7 @@
 """Reversal transformer with additive float masks: 0 where attention is allowed,
 -inf where it is not. Rows that end up fully masked (an all-padding input) would
-be NaN after the softmax, so those are zeroed explicitly.
+be NaN after the softmax, so they are given zero attention explicitly (before the
+softmax, so the backward pass stays finite too).
 
 Loss: cross-entropy with label smoothing written out by hand."""
 import math
@@ -57,8 +58,8 @@ class MultiHeadAttention(nn.Module):
         scores = Q @ K.transpose(-2, -1) / math.sqrt(self.d_k)
         if mask is not None:
             scores = scores + mask                        # additive: 0 or -inf
-        attn = torch.softmax(scores, dim=-1)
-        attn = torch.nan_to_num(attn, nan=0.0)            # fully masked rows
+        dead = torch.isneginf(scores).all(dim=-1, keepdim=True)          # rows with nothing to attend to
+        attn = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
         x = (self.drop(attn) @ V).transpose(1, 2).reshape(B, -1, self.h * self.d_k)
         return self.proj['o'](x), attn
 
