@@ -208,6 +208,7 @@ def main(argv=None):
     ap.add_argument("--result-fd", type=int, required=True)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
+    ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
     a = ap.parse_args(argv)
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
@@ -233,6 +234,9 @@ def main(argv=None):
 
     guard = trusted.capture()
     GuardedContext = _guarded_context(Context, StudentError, guard)
+    from . import audit as audit_mod
+    # Last before the student's file: what their code tries outside its lane is recorded from here on.
+    audit = audit_mod.install(a.submission, here, a.isolation)
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()
@@ -260,6 +264,7 @@ def main(argv=None):
         result["timings"]["total_s"] = time.perf_counter() - t0
         if guard.findings:
             result["checks"].insert(0, _tamper_check(check, guard, src))
+        _add_integrity(result, check, audit, guard, src, captured)
         send({"event": "result", "result": result})
         return _finish()
     finally:
@@ -283,6 +288,7 @@ def main(argv=None):
         if assignment not in probe.assignments or (a.quick and probe.cost == "train"):
             continue
         send({"event": "phase", "name": probe.id})
+        audit.phase = f"the check '{probe.id}'"
         t = time.perf_counter()
         ctx.odd = None
         sys.stdout = sys.stderr = captured
@@ -335,6 +341,7 @@ def main(argv=None):
     guard.check("the end of the checks")
     if guard.findings:
         result["checks"].insert(0, _tamper_check(check, guard, source))
+    _add_integrity(result, check, audit, guard, source, captured)
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
@@ -364,6 +371,35 @@ def _tamper_check(check, guard, source) -> dict:
                  "checks continued; tampering is reported as a finding of its own.",
                  data={"changed": findings[:100], "lines": guard.lines[:100], "accepted": guard.accepted[:40]},
                  location=location)
+
+
+def _add_integrity(result, check, audit, guard, source, captured):
+    """What the student's code tried outside its lane (check `forbidden-ops`), and how much it printed."""
+    for name, line, where in guard.module_changes:
+        if name.split(".")[0] in ("torch", "harness", "reference_model", "mutants", "mtxdiag"):
+            audit.add_finding("sys.modules", name, line)
+    attempts = audit.attempts()
+    result["output_chars"] = captured.size + captured.dropped
+    if not attempts:
+        return
+    for r in attempts:
+        r["location"] = source.where(r["line"]) if (source is not None and r.get("line")) else None
+
+    def one(r):
+        shown = (r.get("location") or {}).get("cell_line") or r.get("line")
+        at = f" at line {shown}" if shown else ""
+        outcome = {True: "blocked", False: "not blocked", None: "outcome unknown"}[r["blocked"]]
+        times = f", {r['count']} times" if r["count"] > 1 else ""
+        return f"{r['op']} {r['target']}{at} ({outcome}{times}; {r['via']}, during {r['during']})"
+    shown = "; ".join(one(r) for r in attempts[:10]) + (f"; and {len(attempts) - 10} more" if len(attempts) > 10
+                                                         else "")
+    first = next((r["location"] for r in attempts if r.get("location")), None)
+    result["checks"].insert(0, check(
+        "forbidden-ops", "fail", {"attempts": len(attempts) + audit.dropped,
+                                  "ops": sorted({r["op"] for r in attempts})},
+        "no network, no files or folders outside the submission's own, no processes, no native code",
+        f"your code tried: {shown}"[:1900],
+        data={"attempts": attempts, "dropped": audit.dropped}, location=first))
 
 
 def _safe_tb(e) -> str:

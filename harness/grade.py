@@ -71,14 +71,19 @@ class Options:
     force: bool = False
     visibility: str = "visible"
     stdout_visibility: str = "hidden"
+    output_mb: float = 1.0       # more output than this is an integrity finding (output-flood)
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""
-        return {"assignment": self.assignment, "seed": self.seed, "device": self.device, "quick": self.quick}
+        opts = {"assignment": self.assignment, "seed": self.seed, "device": self.device, "quick": self.quick}
+        if self.output_mb != 1.0:     # only when changed: caches made before the option existed stay valid
+            opts["output_mb"] = float(self.output_mb)
+        return opts
 
     def limits(self) -> dict:
         threads = 1 if (self.jobs > 1 or self.scheduler) else 0
-        return {"timeout_s": float(self.timeout_s), "memory_mb": int(self.memory_mb), "threads": threads}
+        return {"timeout_s": float(self.timeout_s), "memory_mb": int(self.memory_mb), "threads": threads,
+                "output_mb": float(self.output_mb)}
 
 
 @dataclass

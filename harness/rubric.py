@@ -54,6 +54,7 @@ def known_check_ids() -> set:
     for f in Path(probes.__file__).parent.glob("*.py"):
         ids.update(pattern.findall(f.read_text(encoding="utf-8")))
     ids.update({"residual-enc", "residual-dec"})   # built with an f-string in probes/model_wiring.py
+    ids.update({"forbidden-ops", "output-flood", "tamper", "tamper-static", "result-channel"})  # child and parent
     return ids
 
 

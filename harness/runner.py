@@ -43,7 +43,7 @@ MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
 EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
-PARENT_CHECKS = ("result-channel", "tamper-static")   # check ids only the parent may report
+PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood")   # check ids only the parent may report
 _PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -55,6 +55,7 @@ class Limits:
     open_files: int = 512
     threads: int = 0
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
+    output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
 
 
 @dataclass
@@ -81,6 +82,7 @@ class _Drain(threading.Thread):
         super().__init__(daemon=True)
         self.fd, self.limit, self.on_line, self.on_end = fd, limit, on_line, on_end
         self.buf, self.size, self.dropped = bytearray(), 0, 0
+        self.size_seen = 0           # every byte read, kept or not
 
     def run(self):
         pending, overflow = b"", False
@@ -91,6 +93,7 @@ class _Drain(threading.Thread):
                 break
             if not chunk:
                 break
+            self.size_seen += len(chunk)
             if self.on_line is None:
                 room = self.limit - len(self.buf)
                 if room > 0:
@@ -244,7 +247,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         os.close(key_w)
         args = ["--submission", str(work / name), "--display-name", str(submission), "--assignment", assignment,
                 "--seed", str(seed), "--device", device, "--result-fd", str(w), "--threads", str(lim.threads),
-                "--auth-stdin"]
+                "--auth-stdin", "--isolation", isolation]
         if quick:
             args.append("--quick")
         cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args, work=work, isolate=isolation,
@@ -279,6 +282,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         integrity = chan.problems()
         if rc == EXIT_CHANNEL:
             integrity.append("the submission closed or replaced the grader's private result channel")
+        flood = _flood(out, err, chan.result, lim)
         common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stdout=out.text(), stderr=err.text(),
                       stack=stack, phases=chan.phases, isolation=isolation,
                       integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
@@ -286,14 +290,15 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         if integrity:
             payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
                 else _empty_payload(assignment)
-            return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission)), "ok",
+            return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
                                 "tampering with the result channel", **common)
         if not finished:
             return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
         if rc == EXIT_MEMORY:
             return ChildOutcome(None, "memory", f"ran out of memory (limit {lim.memory_mb} MB){where}", **common)
         if chan.done and rc == 0 and isinstance(chan.result, dict):
-            return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission)), "ok", **common)
+            return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission), flood), "ok",
+                                **common)
         if isolation == "bwrap" and not chan.phases and "bwrap:" in common["stderr"]:
             return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " +
                                 common["stderr"].strip()[-300:], **common)
@@ -409,7 +414,19 @@ def _empty_payload(assignment: str) -> dict:
             "assignment": assignment if assignment in ("reversal", "block") else None}
 
 
-def _with_parent_checks(payload: dict, channel: list, static: list, display: str) -> dict:
+def _flood(out: "_Drain", err: "_Drain", result, lim: Limits) -> dict | None:
+    """How much the run printed: through print() (the child counts what it did not keep) and straight to
+    descriptors 1 and 2 (counted here); None when within the limit."""
+    child = result.get("output_chars") if isinstance(result, dict) else None
+    child = child if isinstance(child, int) and 0 <= child < 2 ** 53 else 0
+    fds = out.size_seen + err.size_seen
+    total = child + fds
+    if total <= lim.output_mb * 1e6:
+        return None
+    return {"bytes": total, "through_print": child, "to_descriptors": fds, "limit_mb": lim.output_mb}
+
+
+def _with_parent_checks(payload: dict, channel: list, static: list, display: str, flood: dict | None = None) -> dict:
     """The child's payload plus what only the parent can see, first (a rule reads the first check of an id)."""
     payload = dict(payload)
     checks = payload.get("checks") if isinstance(payload.get("checks"), list) else []
@@ -427,6 +444,13 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                      "expected": "no code that reaches into the grader's process or patches torch",
                      "detail": "; ".join(lines)[:1500], "data": {"findings": static, "source": "parent"},
                      "location": next((f["location"] for f in static if f.get("location")), None)})
+    if flood:
+        mine.append({"id": "output-flood", "status": "fail", "measured": flood["bytes"],
+                     "expected": f"at most {flood['limit_mb']:g} MB of output",
+                     "detail": f"the code printed {flood['bytes'] / 1e6:.1f} MB ({flood['through_print'] / 1e6:.1f} "
+                               f"MB through print(), {flood['to_descriptors'] / 1e6:.1f} MB straight to the "
+                               f"output descriptors); only the first 256 KB per stream are kept",
+                     "data": dict(flood, source="parent"), "location": None})
     payload["checks"] = mine + checks
     return payload
 

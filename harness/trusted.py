@@ -240,6 +240,7 @@ class Guard:
         self.student_path = None   # the file name the student's frames carry
         self.sites = EditSites()
         self.accepted = []     # torch's own side effects taken into the record (not findings)
+        self.module_changes = []   # (module name, line, during): sys.modules entries the student replaced
 
     def set_student(self, path: str, text: str):
         """The student's file: its frames' name, and where its text edits attributes (before it runs)."""
@@ -428,8 +429,9 @@ class Guard:
             mods = self._sysmods
             for name, mod in self.modules.items():
                 if mods.get(name) is not mod:
-                    self._found(f"sys.modules[{name!r}] replaced", where,
-                                self._line_of(name, mods.get(name)) or self.sites.referenced.get("modules"))
+                    line = self._line_of(name, mods.get(name)) or self.sites.referenced.get("modules")
+                    self._found(f"sys.modules[{name!r}] replaced", where, line)
+                    self.module_changes.append((name, line, where))
                     mods[name] = mod
         self._check_global_state(where, token)
         return self.findings[before:]

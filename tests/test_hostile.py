@@ -85,6 +85,8 @@ CASES = {
     "monkeypatch_builtins": Case("monkeypatch_builtins"),
     "monkeypatch_harness": Case("monkeypatch_harness"),
     "monkeypatch_optimizer": Case("monkeypatch_optimizer"),
+    "forbidden_ops": Case("forbidden_ops"),
+    "forbidden_native": Case("forbidden_native"),
     "reference_cheat": Case("reference_cheat"),
     "fs_escape": Case("fs_escape", bwrap_only=True),
     "network": Case("network", bwrap_only=True),
@@ -220,7 +222,7 @@ def world(tmp_path_factory):
     (out / "sentinel.txt").write_text("grader output\n")
     listener = Listener()
     listener.start()
-    env = {"MARK": MARK, "OTHER": other, "SECRET": secret, "RUBRIC": RUBRIC, "REPO": ROOT, "OUT": out,
+    env = {"MARK": MARK, "OTHER": other, "SECRET": secret, "RUBRIC": RUBRIC, "REPO": ROOT, "OUT": out, "ROOT": root,
            "PORT": listener.port}
     yield {"root": root, "other": other, "secret": secret, "out": out, "listener": listener, "env": env}
     listener.sock.close()
@@ -551,6 +553,90 @@ def test_patched_harness(runs):
     assert_names_line(r, "harness.probes.base.check", line_of(runs, "monkeypatch_harness", "_hb.check = "))
     assert_names_line(r, "PROBES[0]", line_of(runs, "monkeypatch_harness", "object.__setattr__(_p"))
     assert score(r) == 0
+
+
+# ---------------------------------------------------------------------------- audited operations
+
+def attempts_of(result) -> list[dict]:
+    c = check_of(result, "forbidden-ops")
+    assert c is not None and c["status"] == "fail", [(x["id"], x["status"]) for x in result["checks"]]
+    return c["data"]["attempts"]
+
+
+def assert_attempt(runs, result, name: str, op: str, where: str):
+    """An attempt of `op` is reported at the line marked `# OP <op> <where>` in the built submission."""
+    line = line_of(runs, name, f"# OP {op} {where}")
+    found = [(a["op"], a["line"]) for a in attempts_of(result)]
+    assert (op, line) in found, (op, where, line, found)
+
+
+@uses("forbidden_ops")
+def test_forbidden_operations_are_reported_with_their_lines(runs):
+    r, _ = runs.get("forbidden_ops")
+    assert "forbidden-operation" in causes(r), causes(r)
+    for op, where in [("connect", "load"), ("read", "load"), ("list", "load"), ("subprocess", "load"),
+                      ("write", "init"), ("delete", "init"), ("os.system", "init"),
+                      ("connect", "forward"), ("read", "forward"), ("os.fork", "forward"), ("os.kill", "forward")]:
+        assert_attempt(runs, r, "forbidden_ops", op, where)
+    by_op = {a["op"]: a for a in attempts_of(r)}
+    assert by_op["read"]["target"].endswith("secret_solution.py")
+    assert by_op["connect"]["target"] == "127.0.0.1:9"
+    if sandbox.mode() == "bwrap":       # what the sandbox stopped, it says so
+        assert by_op["read"]["blocked"] is True and by_op["connect"]["blocked"] is True
+    # an integrity flag, not a bug: the correct model keeps its verdict's substance and (default rubric) score
+    assert causes(r) == ["forbidden-operation"], causes(r)
+    assert score(r) == 100
+    d = next(d for d in r["diagnoses"] if d["id"] == "forbidden-operation")
+    assert d["location"]["line"] == line_of(runs, "forbidden_ops", "# OP connect load")
+
+
+@uses("forbidden_native")
+def test_native_code_and_sys_modules_are_reported(runs):
+    r, _ = runs.get("forbidden_native")
+    assert "forbidden-operation" in causes(r) and "tampering" in causes(r)
+    assert_attempt(runs, r, "forbidden_native", "ctypes", "load")
+    assert_attempt(runs, r, "forbidden_native", "sys.modules", "load")
+
+
+@uses("print_flood")
+def test_output_flood_is_a_finding(runs):
+    r, _ = runs.get("print_flood")
+    c = check_of(r, "output-flood")
+    assert c is not None and c["status"] == "fail" and c["measured"] >= 150_000_000, c
+
+
+def test_lesson_code_has_no_forbidden_operation():
+    lesson = ROOT / "submissions" / "reversal_lesson.py"
+    r = check_file(lesson, quick=True, limits=Limits(timeout_s=SLOW_OK, memory_mb=MEMORY_MB))
+    assert r["verdict"] == "clean", causes(r)
+    assert check_of(r, "forbidden-ops") is None and check_of(r, "output-flood") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted((ROOT / "tests" / "fixtures" / "correct").glob("*.py")) +
+                         sorted((ROOT / "tests" / "fixtures" / "correct").glob("*.ipynb")) +
+                         [ROOT / "submissions" / "reversal_lesson.ipynb", ROOT / "submissions" / "block_lesson.py"],
+                         ids=lambda p: p.name)
+def test_correct_code_has_no_forbidden_operation(path):
+    r = check_file(path, quick=False, limits=Limits(timeout_s=SLOW_OK, memory_mb=MEMORY_MB))
+    assert check_of(r, "forbidden-ops") is None, check_of(r, "forbidden-ops")
+    assert "forbidden-operation" not in causes(r)
+
+
+@pytest.mark.slow
+def test_mutants_have_no_forbidden_operation(tmp_path):
+    ids = [m.id for m in mutants.MUTANTS]
+    paths = []
+    for mid in ids:
+        p = tmp_path / f"{mid}.py"
+        p.write_text(mutants.source(mutants.get(mid)))
+        paths.append(p)
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda p: check_file(p, quick=True, limits=Limits(timeout_s=SLOW_OK,
+                                                                                   memory_mb=MEMORY_MB)), paths))
+    flagged = [(p.stem, check_of(r, "forbidden-ops")["detail"]) for p, r in zip(paths, results)
+               if check_of(r, "forbidden-ops")]
+    assert flagged == []
 
 
 # ---------------------------------------------------------------------------- what forward() returns

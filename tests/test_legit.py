@@ -34,6 +34,8 @@ def test_legitimate_torch_usage_is_not_tampering(path):
     ids = [d["id"] for d in r["diagnoses"]]
     tamper = [c for c in r["checks"] if c["id"] in ("tamper", "tamper-static") and c["status"] == "fail"]
     assert "tampering" not in ids and not tamper, (ids, [c["detail"] for c in tamper])
+    # nor an audited forbidden operation (compile, autocast, checkpointing read and load what torch needs)
+    assert not any(c["id"] in ("forbidden-ops", "output-flood") for c in r["checks"]), ids
     # the training trace really ran the student's train(), so torch's side effects really happened
     trace = next(c for c in r["checks"] if c["id"].startswith("train"))
     assert trace["status"] != "skip", trace

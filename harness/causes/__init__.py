@@ -10,9 +10,11 @@ from . import (bad_output_init, causal_diagonal_masked, causal_mask_inverted, ca
                missing_sqrt_dk, no_gradient_flow, no_warmup, pad_not_ignored, padding_mask_inverted,
                positional_encoding_formula, positional_encoding_trainable, positional_max_len, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
+from . import forbidden_operation
 
 RULES = (
     tampering,  # first: when the checks were interfered with, nothing else they say can be trusted
+    forbidden_operation,
     target_not_shifted, causal_mask_inverted, causal_mask_missing, causal_diagonal_masked, missing_sqrt_dk,
     no_gradient_flow, learning_rate_too_low, inf_mask_nan, view_not_contiguous, cross_attention_swapped,
     source_ignored, positional_max_len, stale_mask, no_warmup, softmax_wrong_dim, data_not_reversed,
