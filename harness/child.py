@@ -10,7 +10,7 @@ student code runs, the child
 * becomes the subreaper of its descendants, so that double-forked processes
   stay findable and are killed before it exits;
 * records the identity of every torch, builtins and harness function the
-  probes rely on (trusted.capture); after loading, after every call into
+  probes rely on (capture.capture); after loading, after every call into
   student code and after every probe, whatever the submission replaced is
   put back and named in a failing check `tamper`;
 * rejects model outputs that cannot be measured honestly (a Tensor subclass,
@@ -167,7 +167,7 @@ def _guarded_context(Context, StudentError, guard):
 
     import torch
 
-    from . import trusted
+    from .capture import bad_tensor
     from .probes.common import VOCAB
 
     class GuardedContext(Context):
@@ -182,7 +182,7 @@ def _guarded_context(Context, StudentError, guard):
 
         def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
             logits, maps = Context.forward(self, model, src, tgt_in, where)
-            problem = trusted.bad_tensor(logits, self.device)
+            problem = bad_tensor(logits, self.device)
             if problem:
                 raise StudentError(TypeError(problem), None, where)
             if self.assignment == "reversal":
@@ -228,11 +228,12 @@ def main(argv=None):
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
     slowdown = _calibrate()
-    from . import loader, trusted
+    from . import loader
+    from .capture import capture
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
 
-    guard = trusted.capture()
+    guard = capture()
     GuardedContext = _guarded_context(Context, StudentError, guard)
     from . import audit as audit_mod
     # Last before the student's file: what their code tries outside its lane is recorded from here on.

@@ -10,7 +10,7 @@ import math
 from . import __version__
 from .causes import BY_ID, RULES
 from .causes.base import Evidence, say
-from .runner import ChildOutcome, stack_line
+from .outcome import ChildOutcome, stack_line
 
 STATUSES = {"pass", "fail", "skip", "error", "info"}
 

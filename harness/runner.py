@@ -17,7 +17,7 @@ or garbage write to the pipe), a message out of order, or a pipe closed by the
 submission is recorded as tampering (check `result-channel`), never as a
 result. stdout and stderr are drained in threads and kept only up to a bound.
 The parent also scans the submission's text for code that reaches into the
-grader's process (trusted.scan_source; check `tamper-static`).
+grader's process (scan.scan_source; check `tamper-static`).
 """
 from __future__ import annotations
 
@@ -34,10 +34,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import sandbox
+from .outcome import ChildOutcome
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -56,23 +57,6 @@ class Limits:
     threads: int = 0
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
     output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
-
-
-@dataclass
-class ChildOutcome:
-    """What the parent observed: the validated payload or why there is none."""
-    payload: dict | None
-    status: str                     # "ok" | "timeout" | "memory" | "crashed" | "no-result" | "grader-fault"
-    reason: str = ""
-    returncode: int | None = None
-    seconds: float = 0.0
-    phase: str | None = None        # last phase the child announced
-    stdout: str = ""
-    stderr: str = ""
-    stack: str = ""                 # the child's Python stack when it was stopped for running too long
-    phases: list = field(default_factory=list)
-    isolation: str = ""             # "bwrap" or "none": how the child was isolated
-    integrity: list = field(default_factory=list)   # tampering the parent observed (channel, static scan)
 
 
 class _Drain(threading.Thread):
@@ -394,14 +378,14 @@ def _rmtree(work: Path):
 
 
 def _static_findings(copy: Path, display: str) -> list[dict]:
-    """trusted.scan_source on the submission's text, with locations; [] when it cannot be read."""
+    """scan.scan_source on the submission's text, with locations; [] when it cannot be read."""
     try:
         raw = copy.read_bytes()
         if len(raw) > 5_000_000:
             return []
-        from . import loader, trusted
+        from . import loader, scan
         src = loader.read_source(display, raw)
-        found = trusted.scan_source(src.text)
+        found = scan.scan_source(src.text)
         for f in found:
             f["location"] = src.where(f["line"]) if f.get("line") else None
         return found
@@ -472,13 +456,3 @@ def _why_died(rc, stderr: str, lim: Limits):
     if "MemoryError" in stderr or "std::bad_alloc" in stderr or "DefaultCPUAllocator: can't allocate" in stderr:
         return "memory", f"ran out of memory (limit {lim.memory_mb} MB)"
     return "no-result", f"exited with status {rc} before sending a result (e.g. sys.exit or os._exit in the code)"
-
-
-def stack_line(stack: str, path: str) -> int | None:
-    """The innermost line of the student's file in a faulthandler dump."""
-    lines = re.findall(r'File "([^"]+)", line (\d+)', stack)
-    # faulthandler prints the innermost frame first
-    for f, n in lines:
-        if f == path or f.endswith("/submission.py") or f.endswith("/submission.ipynb"):
-            return int(n)
-    return None

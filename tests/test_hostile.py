@@ -760,7 +760,7 @@ def test_sandbox_is_detected_and_cached(monkeypatch):
 
 
 def test_static_scan_flags_grader_access_and_not_lesson_code():
-    from harness.trusted import scan_source
+    from harness.scan import scan_source
     hits = scan_source("import torch\nimport torch.nn.functional as F\nimport harness.child\n"
                        "F.softmax = lambda x, dim: x\nsetattr(torch.Tensor, 'abs', None)\n"
                        "x = open('/proc/self/fd')\nimport ctypes\n")

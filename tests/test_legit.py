@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import trusted
+from harness import guard, scan
 from harness.api import check_file
 from harness.runner import Limits
 
@@ -46,7 +46,7 @@ def test_legitimate_torch_usage_is_not_tampering(path):
 # ---------------------------------------------------------------------------- in-process: who made a change
 
 def _guard(text: str, path="student.py"):
-    g = trusted.Guard()
+    g = guard.Guard()
     g._torch = {"dir": str(Path(types.__file__).parent / "site-packages" / "torch") + "/"}
     g.set_student(path, text)
     return g
@@ -60,7 +60,7 @@ def test_edit_sites_name_the_statement_that_patches():
             "AdamW.step = None\n"                             # 7
             "stats = {}\nstats['max'] = 1\n"                  # 9: a dict of the student's own
             "class M:\n    def f(self):\n        self.step = 0\n        setattr(self, 'zero_grad', 1)\n")
-    s = trusted.edit_sites(text)
+    s = scan.edit_sites(text)
     assert s.assigned == {"len": 4, "abs": 5, "allclose": 6, "step": 7}
     assert s.imported["AdamW"] == 3
 
