@@ -117,6 +117,16 @@ def test_every_module_imports_in_a_fresh_interpreter():
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {}
 
 
+def test_no_probe_imports_another_probes_private_names():
+    """Shared helpers are public (probes/base.py, probes/locate.py, probes/common.py): `from .x import _y` is not."""
+    bad = []
+    for f in sorted((PKG / "probes").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                bad += [f"{f.name}:{node.lineno} {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert bad == []
+
+
 def test_no_module_is_too_big_to_enter():
     """No harness module over about 450 lines, except data tables (figures are drawing code, not logic)."""
     exempt = {"harness.report.figures", "harness.probes.block"}   # split pending: see the lead's probe work

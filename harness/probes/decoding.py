@@ -6,7 +6,7 @@ import torch
 from ..intercept import Recorder, attention_weights
 from .base import Skip, check, rnd
 from .common import PAD, batch, eval_model, kwargs_for
-from .training import _trace
+from .training import run_train as _trace
 
 
 def encoder_calls(ctx):
@@ -22,7 +22,7 @@ def encoder_calls(ctx):
 
     def counting(*a, **k):
         n[0] += 1
-        from .training import _caller_line
+        from .base import caller_line as _caller_line
         lines.append(_caller_line(ctx))
         return real(*a, **k)
     model.encode = counting
