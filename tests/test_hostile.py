@@ -776,7 +776,7 @@ def test_static_scan_flags_grader_access_and_not_lesson_code():
 # ---------------------------------------------------------------------------- a batch
 
 GRADE_BATCH = ["syntax_error", "exit_load_os", "orphans", "forged_channel", "monkeypatch_harness", "fs_escape",
-               "print_flood", "forward_slow"]
+               "print_flood", "forward_slow", "forbidden_ops"]
 
 
 @pytest.mark.slow
@@ -806,7 +806,8 @@ def test_batch_grading_isolates_students(world, tmp_path):
     expected = {"syntax_error": ("problems", "syntax-error"), "exit_load_os": ("error", "crashed"),
                 "orphans": ("problems", "missing-name"), "forged_channel": ("problems", None),
                 "monkeypatch_harness": ("problems", None), "fs_escape": ("problems", "missing-name"),
-                "print_flood": ("problems", "missing-name"), "forward_slow": ("error", "timeout")}
+                "print_flood": ("problems", "missing-name"), "forward_slow": ("error", "timeout"),
+                "forbidden_ops": ("problems", "forbidden-operation")}
     for name, (verdict, cause) in expected.items():
         if name not in batch:
             continue
@@ -816,10 +817,17 @@ def test_batch_grading_isolates_students(world, tmp_path):
             assert causes(res)[0] == cause, (name, causes(res))
         else:
             assert set(causes(res)) & tamper_cause_ids(), (name, causes(res))
-        assert res["grade"]["score"] == 0, (name, res["grade"])
+        if name != "forbidden_ops":     # an integrity flag: the default rubric lets a correct model's score stand
+            assert res["grade"]["score"] == 0, (name, res["grade"])
+    assert results["forbidden_ops"]["grade"]["score"] == 100
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(batch) + 1
+    integrity = {r["student"]: r["integrity"] for r in rows}
+    assert integrity["reference"] == "" and integrity["forbidden_ops"].startswith("forbidden: ")
+    assert integrity["print_flood"] == "output flood" and integrity["monkeypatch_harness"].startswith("tampering")
+    assert (out / "students" / "forbidden_ops" / "report.html").exists()
+    assert "Integrity</button>" in (out / "index.html").read_text()
     assert alive_with(f"sleep {mark}") == []
     if sandbox.mode() == "bwrap":
         assert not (out / "forged.json").exists()
