@@ -396,11 +396,11 @@ def _add_integrity(result, check, audit, guard, source, captured):
                                                          else "")
     first = next((r["location"] for r in attempts if r.get("location")), None)
     result["checks"].insert(0, check(
-        "forbidden-ops", "fail", {"attempts": len(attempts) + audit.dropped,
-                                  "ops": sorted({r["op"] for r in attempts})},
+        "forbidden-ops", "fail", len(attempts) + audit.dropped,
         "no network, no files or folders outside the submission's own, no processes, no native code",
         f"your code tried: {shown}"[:1900],
-        data={"attempts": attempts, "dropped": audit.dropped}, location=first))
+        data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
+        location=first))
 
 
 def _safe_tb(e) -> str:

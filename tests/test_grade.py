@@ -123,8 +123,8 @@ def fake_check(path, *, assignment="auto", seed=0, device="cpu", quick=False, li
         base["diagnoses"] = [_diag("forbidden-operation")]
         base["verdict"] = "problems"
         base["checks"].insert(0, {"id": "forbidden-ops", "status": "fail",
-                                  "measured": {"attempts": len(words) - 1, "ops": sorted(words[1:])},
-                                  "expected": "", "detail": "", "data": {}, "location": {"line": 3}})
+                                  "measured": len(words) - 1, "expected": "", "detail": "",
+                                  "data": {"ops": sorted(words[1:])}, "location": {"line": 3}})
     elif words[0] == "timeout":
         base.update(verdict="error", diagnoses=[_diag("timeout")],
                     error={"kind": "timeout", "reason": "did not finish within 5 s", "phase": "load",
