@@ -170,13 +170,16 @@ class Audit:
 
     def attempts(self) -> list[dict]:
         """The records, each with whether the sandbox blocked it (decided now, outside the hook)."""
-        self._busy = True            # our own checks below are not the student's operations
-        out = []
-        for rec in self.records.values():
-            rec = dict(rec)
-            rec["blocked"] = self._blocked(rec)
-            out.append(rec)
-        return out
+        was, self._busy = self._busy, True      # our own checks below are not the student's operations
+        try:
+            out = []
+            for rec in self.records.values():
+                rec = dict(rec)
+                rec["blocked"] = self._blocked(rec)
+                out.append(rec)
+            return out
+        finally:
+            self._busy = was
 
     def _blocked(self, rec):
         op, target = rec["op"], rec["target"]
