@@ -168,7 +168,7 @@ class Guard:
         if origin == "student":
             return True, def_line
         legit = origin == "torch" or (kind == "added" and origin == "data")
-        return (not legit), self.sites.referenced.get(name)
+        return (not legit), (None if legit else self.sites.referenced.get(name))
 
     # -- comparison and restoration -----------------------------------------
     def freeze(self):
@@ -277,6 +277,9 @@ class Guard:
                     if not mine:      # e.g. AdamW.step: Optimizer wraps the inherited step for its hooks
                         keys = keys | {name}
                         self.added_watch[j] = (label, cls, keys)
+                        # watched from now on: the student replacing torch's wrapper later is theirs
+                        self.attrs.append((label, cls, name, new, _fn_parts(new) if isinstance(
+                            new, types.FunctionType) else None, True))
                         self.accepted.append(f"{label}.{name}")
                         refreeze = True
                         continue

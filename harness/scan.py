@@ -136,8 +136,8 @@ class EditSites:
     """Where the student's text touches attributes of torch, builtins or the grader (line of first use)."""
 
     def __init__(self):
-        self.assigned = {}     # attribute name -> line of an assignment/setattr/delattr/del of it
-        self.full = {}         # "torch.Tensor.softmax" -> line, when the target's module is known
+        self.full = {}         # "torch.Tensor.softmax" -> line of an assignment/setattr/del, the owner known
+        self.assigned = {}     # "step" -> line, when the owner is not known from the text (setattr(x, ...))
         self.referenced = {}   # attribute name -> line of any use of it on a protected module
         self.imported = {}     # local name -> line of the import that bound it
 
@@ -180,6 +180,24 @@ def edit_sites(text: str) -> EditSites:
             return True
         return protected(expr)
 
+    def owner_of(ns) -> str | None:
+        """`torch` for `vars(torch)` and `torch.__dict__`; None when the namespace's owner is not known."""
+        if isinstance(ns, ast.Attribute) and ns.attr == "__dict__":
+            return _full(ns.value, aliases)
+        if isinstance(ns, ast.Call) and isinstance(ns.func, ast.Name) and ns.func.id == "vars" and ns.args:
+            return _full(ns.args[0], aliases)
+        return None
+
+    def place(owner, name, line):
+        """A known owner: its full name only (`torch.optim.Adam.step` says nothing about AdamW.step); an
+        unknown one (`setattr(x, "step", f)`): the bare name, for whatever owner it turns out to be."""
+        if not isinstance(name, str):
+            return
+        if owner:
+            mark(sites.full, f"{owner}.{name}", line)
+        else:
+            mark(sites.assigned, name, line)
+
     def mark(d, name, line):
         if isinstance(name, str):
             d[name] = min(d.get(name, line), line)
@@ -192,19 +210,16 @@ def edit_sites(text: str) -> EditSites:
             for tgt in targets:
                 for e in (tgt.elts if isinstance(tgt, (ast.Tuple, ast.List)) else [tgt]):
                     if isinstance(e, ast.Attribute) and (protected(e.value) or e.attr.startswith("__")):
-                        mark(sites.assigned, e.attr, node.lineno)
-                        mark(sites.full, _full(e, aliases), node.lineno)
+                        place(_full(e.value, aliases), e.attr, node.lineno)
                     elif isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and \
                             namespace(e.value):
-                        mark(sites.assigned, e.slice.value, node.lineno)
+                        place(owner_of(e.value), e.slice.value, node.lineno)
         elif isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
             fn = node.func
             name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
             first = node.args[0]
             if name in ("setattr", "delattr", "__setattr__", "__delattr__") and \
                     (protected(first) or not isinstance(first, ast.Name)) or name == "__setitem__" and namespace(first):
-                mark(sites.assigned, node.args[1].value, node.lineno)
-                base = _full(first, aliases)
-                if base and isinstance(node.args[1].value, str):
-                    mark(sites.full, f"{base}.{node.args[1].value}", node.lineno)
+                place(_full(first, aliases) if name != "__setitem__" else owner_of(first), node.args[1].value,
+                      node.lineno)
     return sites

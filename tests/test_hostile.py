@@ -527,6 +527,7 @@ def test_torch_style_wrappers_from_the_students_file_are_tampering(runs):
     assert_tampering(r, "tamper")
     assert_names_line(r, "torch.optim.Adam.step", line_of(runs, "monkeypatch_optimizer", "torch.optim.Adam.step = "))
     assert_names_line(r, "torch.manual_seed", line_of(runs, "monkeypatch_optimizer", "torch.manual_seed = "))
+    assert_names_line(r, "torch.optim.AdamW.step", line_of(runs, "monkeypatch_optimizer", '"st" + "ep"'))
 
 
 @uses("monkeypatch_builtins")
