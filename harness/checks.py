@@ -111,6 +111,11 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "tamper": (C("tamper", "functions the checks rely on replaced by the student's code", "none", "security"),),
     "result-channel": (C("result-channel", "lines on the result pipe not from the grader", "none", "security"),),
     "tamper-static": (C("tamper-static", "code in the file that reaches into the grader", "none", "security"),),
+    "forbidden-ops": (C("forbidden-ops", "audited attempts (network, files outside the submission, processes, "
+                                         "ctypes, sys.modules) with the student's line", "none",
+                        "PEP 578 audit hook in the child"),),
+    "output-flood": (C("output-flood", "bytes the submission printed", "<= 1 MB (--output-mb)",
+                       "an instructor should know; output is kept up to 256 KB"),),
 }
 
 BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}

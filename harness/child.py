@@ -10,7 +10,7 @@ student code runs, the child
 * becomes the subreaper of its descendants, so that double-forked processes
   stay findable and are killed before it exits;
 * records the identity of every torch, builtins and harness function the
-  probes rely on (trusted.capture); after loading, after every call into
+  probes rely on (capture.capture); after loading, after every call into
   student code and after every probe, whatever the submission replaced is
   put back and named in a failing check `tamper`;
 * rejects model outputs that cannot be measured honestly (a Tensor subclass,
@@ -167,7 +167,7 @@ def _guarded_context(Context, StudentError, guard):
 
     import torch
 
-    from . import trusted
+    from .capture import bad_tensor
     from .probes.common import VOCAB
 
     class GuardedContext(Context):
@@ -182,7 +182,7 @@ def _guarded_context(Context, StudentError, guard):
 
         def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
             logits, maps = Context.forward(self, model, src, tgt_in, where)
-            problem = trusted.bad_tensor(logits, self.device)
+            problem = bad_tensor(logits, self.device)
             if problem:
                 raise StudentError(TypeError(problem), None, where)
             if self.assignment == "reversal":
@@ -208,6 +208,7 @@ def main(argv=None):
     ap.add_argument("--result-fd", type=int, required=True)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
+    ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
     a = ap.parse_args(argv)
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
@@ -227,12 +228,16 @@ def main(argv=None):
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
     slowdown = _calibrate()
-    from . import loader, trusted
+    from . import loader
+    from .capture import capture
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
 
-    guard = trusted.capture()
+    guard = capture()
     GuardedContext = _guarded_context(Context, StudentError, guard)
+    from . import audit as audit_mod
+    # Last before the student's file: what their code tries outside its lane is recorded from here on.
+    audit = audit_mod.install(a.submission, here, a.isolation)
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()
@@ -260,6 +265,7 @@ def main(argv=None):
         result["timings"]["total_s"] = time.perf_counter() - t0
         if guard.findings:
             result["checks"].insert(0, _tamper_check(check, guard, src))
+        _add_integrity(result, check, audit, guard, src, captured)
         send({"event": "result", "result": result})
         return _finish()
     finally:
@@ -283,6 +289,7 @@ def main(argv=None):
         if assignment not in probe.assignments or (a.quick and probe.cost == "train"):
             continue
         send({"event": "phase", "name": probe.id})
+        audit.phase = f"the check '{probe.id}'"
         t = time.perf_counter()
         ctx.odd = None
         sys.stdout = sys.stderr = captured
@@ -335,6 +342,7 @@ def main(argv=None):
     guard.check("the end of the checks")
     if guard.findings:
         result["checks"].insert(0, _tamper_check(check, guard, source))
+    _add_integrity(result, check, audit, guard, source, captured)
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
@@ -364,6 +372,35 @@ def _tamper_check(check, guard, source) -> dict:
                  "checks continued; tampering is reported as a finding of its own.",
                  data={"changed": findings[:100], "lines": guard.lines[:100], "accepted": guard.accepted[:40]},
                  location=location)
+
+
+def _add_integrity(result, check, audit, guard, source, captured):
+    """What the student's code tried outside its lane (check `forbidden-ops`), and how much it printed."""
+    for name, line, where in guard.module_changes:
+        if name.split(".")[0] in ("torch", "harness", "reference_model", "mutants", "mtxdiag"):
+            audit.add_finding("sys.modules", name, line)
+    attempts = audit.attempts()
+    result["output_chars"] = captured.size + captured.dropped
+    if not attempts:
+        return
+    for r in attempts:
+        r["location"] = source.where(r["line"]) if (source is not None and r.get("line")) else None
+
+    def one(r):
+        shown = (r.get("location") or {}).get("cell_line") or r.get("line")
+        at = f" at line {shown}" if shown else ""
+        outcome = {True: "blocked", False: "not blocked", None: "outcome unknown"}[r["blocked"]]
+        times = f", {r['count']} times" if r["count"] > 1 else ""
+        return f"{r['op']} {r['target']}{at} ({outcome}{times}; {r['via']}, during {r['during']})"
+    shown = "; ".join(one(r) for r in attempts[:10]) + (f"; and {len(attempts) - 10} more" if len(attempts) > 10
+                                                         else "")
+    first = next((r["location"] for r in attempts if r.get("location")), None)
+    result["checks"].insert(0, check(
+        "forbidden-ops", "fail", len(attempts) + audit.dropped,
+        "no network, no files or folders outside the submission's own, no processes, no native code",
+        f"your code tried: {shown}"[:1900],
+        data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
+        location=first))
 
 
 def _safe_tb(e) -> str:

@@ -11,7 +11,7 @@ from . import __version__
 from .causes import BY_ID, RULES
 from .causes.base import Evidence, say
 from .checks import DECLARED, component_of
-from .runner import ChildOutcome, stack_line
+from .outcome import ChildOutcome, stack_line
 
 STATUSES = {"pass", "fail", "skip", "error", "info"}
 

@@ -37,6 +37,8 @@ def _rubric(path):
 @click.option("--timeout", type=float, default=180.0, show_default=True,
               help="Wall-clock limit of one submission's check, in seconds.")
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of one check in MB.")
+@click.option("--max-output-mb", "output_mb", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="More stdout/stderr than this is an integrity finding (the output kept is bounded anyway).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Send the checks to a Dask distributed scheduler (tcp://HOST:PORT) instead of local workers; "
                    "the workers' threads set the parallelism (--jobs is not used) and each worker machine needs "
@@ -50,7 +52,7 @@ def _rubric(path):
               help="Visibility of the tests in each Gradescope results.json.")
 @click.option("--title", default=None, help="Title of the gradebook page.")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")
-def grade(src, out, jobs, rubric_path, timeout, memory, scheduler, force, quick, assignment, seed, device,
+def grade(src, out, jobs, rubric_path, timeout, memory, output_mb, scheduler, force, quick, assignment, seed, device,
           visibility, title, no_progress):
     """Grade every submission in DIR into OUT: a .py/.ipynb file per student, or a folder per student
     holding exactly one such file. The student id is the file's stem or the folder's name.
@@ -69,7 +71,8 @@ def grade(src, out, jobs, rubric_path, timeout, memory, scheduler, force, quick,
     if timeout <= 0 or memory <= 0:
         raise BadInput("--timeout and --memory must be positive")
     opts = Options(assignment=assignment, seed=seed, device=device, quick=quick, timeout_s=timeout, memory_mb=memory,
-                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility)
+                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility, output_mb=output_mb)
+
     def on_term(signum, frame):  # a batch system's SIGTERM: stop like Ctrl-C, keeping what is finished
         raise KeyboardInterrupt
     previous = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() \

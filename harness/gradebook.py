@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from . import __version__
 
-CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "causes", "seconds", "reason")
+CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "integrity", "causes", "seconds", "reason")
 TOP_CAUSES = 5
 # causes that say the code could not be checked (not a modelling bug to re-teach)
 DID_NOT_RUN = {"syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
@@ -67,9 +67,32 @@ def reason_of(result: dict) -> str:
     return ""
 
 
+INTEGRITY_CHECKS = ("result-channel", "tamper", "tamper-static")
+
+
+def integrity_of(result: dict) -> str:
+    """What the code tried beyond its model, separate from its bugs: '' when nothing, else e.g.
+    'tampering; forbidden: connect, read; output flood'. Read from the checks, so it shows even on a row whose
+    first diagnosis is a load failure."""
+    failed = {c.get("id"): c for c in result.get("checks") or []
+              if isinstance(c, dict) and c.get("status") == "fail"}
+    parts = []
+    if any(cid in failed for cid in INTEGRITY_CHECKS) or \
+            any(isinstance(d, dict) and d.get("id") == "tampering" for d in result.get("diagnoses") or []):
+        parts.append("tampering")
+    ops = ((failed.get("forbidden-ops") or {}).get("data") or {}).get("ops")
+    if "forbidden-ops" in failed:
+        names = [str(o) for o in ops][:8] if isinstance(ops, list) else []
+        parts.append("forbidden: " + (", ".join(names) if names else "operations"))
+    if "output-flood" in failed:
+        parts.append("output flood")
+    return "; ".join(parts)
+
+
 def row_from_result(student: str, result: dict | None, students_dir: Path) -> dict:
     if result is None:
         return {"student": student, "score": None, "max_score": None, "verdict": "pending", "fault": "none",
+                "integrity": "",
                 "causes": [], "cause_titles": [], "seconds": None, "reason": "not graded yet", "href": None,
                 "report_error": None, "score_text": ""}
     grade = result.get("grade") or {}
@@ -88,7 +111,7 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
     seconds = (result.get("timings") or {}).get("total_s")
     return {"student": student, "score": score, "max_score": max_score,
             "verdict": result.get("verdict", "error"), "fault": grading.get("fault", "none"),
-            "causes": causes, "cause_titles": [str(d.get("title", "")) for d in diags][:TOP_CAUSES],
+            "integrity": integrity_of(result), "causes": causes, "cause_titles": [str(d.get("title", "")) for d in diags][:TOP_CAUSES],
             "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags],
             "seconds": round(float(seconds), 1) if isinstance(seconds, (int, float)) else None,
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
@@ -127,7 +150,7 @@ def csv_text(rows: list[dict]) -> str:
     w.writerow(CSV_FIELDS)
     for r in rows:
         w.writerow([_csv_safe(r["student"]), _num(r["score"]), _num(r["max_score"]), r["verdict"], r["fault"],
-                    ";".join(r["causes"]), "" if r["seconds"] is None else f"{r['seconds']:.1f}",
+                    r.get("integrity", ""), ";".join(r["causes"]), "" if r["seconds"] is None else f"{r['seconds']:.1f}",
                     _csv_safe(r["reason"])])
     return buf.getvalue()
 
@@ -152,6 +175,7 @@ def stats(rows: list[dict]) -> dict:
     maxes = {r["max_score"] for r in rows if r["max_score"] is not None}
     return {"students": len(rows), "verdicts": Counter(r["verdict"] for r in rows),
             "faults": Counter(r["fault"] for r in rows),
+            "integrity": sum(1 for r in rows if r.get("integrity")),
             "mean": round(statistics.fmean(scores), 1) if scores else None,
             "median": round(statistics.median(scores), 1) if scores else None,
             "max_score": _num(maxes.pop()) if len(maxes) == 1 else None}

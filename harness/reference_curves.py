@@ -1,10 +1,7 @@
-"""Record the reference model's brief training, so every report can draw the student's curve beside it.
-
-    python -m harness.reference_curves      # rewrites reference_model/brief_training.json
-
-It runs the reference through exactly the path `check` uses (same probe, steps, batch and seed 0) and
-keeps the loss, learning rate and gradient norm per step and the end-of-training numbers. The report
-draws these against the student's run; rerun this after changing the brief-training probe.
+"""The reference model's brief training, committed in reference_model/brief_training.json: every report draws
+the student's curve beside it. Only the loader lives here (the engine reads it); the script that regenerates
+the file is harness/reference_curves_make.py (it runs a check, so it imports the API: keeping it apart keeps
+api -> engine -> reference_curves free of a circle).
 """
 from __future__ import annotations
 
@@ -20,22 +17,3 @@ def load() -> dict | None:
         return json.loads(PATH.read_text())
     except (OSError, ValueError):
         return None
-
-
-def main():
-    from .api import check_file
-    from .runner import Limits
-    r = check_file(ROOT / "reference_model" / "reversal.py", assignment="reversal", quick=False, seed=0,
-                   limits=Limits(timeout_s=1800))
-    art = r["artifacts"].get("training")
-    if r["verdict"] != "clean" or not art:
-        raise SystemExit(f"the reference did not come back clean with training artifacts: {r['diagnoses']}")
-    checks = {c["id"]: c["measured"] for c in r["checks"]}
-    data = {"seed": 0, "training": art, "decode_accuracy": checks.get("decode-accuracy"),
-            "cross_attn_pattern": checks.get("cross-attn-pattern"), "brief_training_loss": checks.get("brief-training")}
-    PATH.write_text(json.dumps(data, indent=0))
-    print(f"wrote {PATH}: accuracy {data['decode_accuracy']}, cross-attention {data['cross_attn_pattern']}")
-
-
-if __name__ == "__main__":
-    main()

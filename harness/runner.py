@@ -17,7 +17,7 @@ or garbage write to the pipe), a message out of order, or a pipe closed by the
 submission is recorded as tampering (check `result-channel`), never as a
 result. stdout and stderr are drained in threads and kept only up to a bound.
 The parent also scans the submission's text for code that reaches into the
-grader's process (trusted.scan_source; check `tamper-static`).
+grader's process (scan.scan_source; check `tamper-static`).
 """
 from __future__ import annotations
 
@@ -34,16 +34,17 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import sandbox
+from .outcome import ChildOutcome
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
 EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
-PARENT_CHECKS = ("result-channel", "tamper-static")   # check ids only the parent may report
+PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood")   # check ids only the parent may report
 _PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -55,23 +56,7 @@ class Limits:
     open_files: int = 512
     threads: int = 0
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
-
-
-@dataclass
-class ChildOutcome:
-    """What the parent observed: the validated payload or why there is none."""
-    payload: dict | None
-    status: str                     # "ok" | "timeout" | "memory" | "crashed" | "no-result" | "grader-fault"
-    reason: str = ""
-    returncode: int | None = None
-    seconds: float = 0.0
-    phase: str | None = None        # last phase the child announced
-    stdout: str = ""
-    stderr: str = ""
-    stack: str = ""                 # the child's Python stack when it was stopped for running too long
-    phases: list = field(default_factory=list)
-    isolation: str = ""             # "bwrap" or "none": how the child was isolated
-    integrity: list = field(default_factory=list)   # tampering the parent observed (channel, static scan)
+    output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
 
 
 class _Drain(threading.Thread):
@@ -81,6 +66,7 @@ class _Drain(threading.Thread):
         super().__init__(daemon=True)
         self.fd, self.limit, self.on_line, self.on_end = fd, limit, on_line, on_end
         self.buf, self.size, self.dropped = bytearray(), 0, 0
+        self.size_seen = 0           # every byte read, kept or not
 
     def run(self):
         pending, overflow = b"", False
@@ -91,6 +77,7 @@ class _Drain(threading.Thread):
                 break
             if not chunk:
                 break
+            self.size_seen += len(chunk)
             if self.on_line is None:
                 room = self.limit - len(self.buf)
                 if room > 0:
@@ -244,7 +231,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         os.close(key_w)
         args = ["--submission", str(work / name), "--display-name", str(submission), "--assignment", assignment,
                 "--seed", str(seed), "--device", device, "--result-fd", str(w), "--threads", str(lim.threads),
-                "--auth-stdin"]
+                "--auth-stdin", "--isolation", isolation]
         if quick:
             args.append("--quick")
         cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args, work=work, isolate=isolation,
@@ -279,6 +266,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         integrity = chan.problems()
         if rc == EXIT_CHANNEL:
             integrity.append("the submission closed or replaced the grader's private result channel")
+        flood = _flood(out, err, chan.result, lim)
         common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stdout=out.text(), stderr=err.text(),
                       stack=stack, phases=chan.phases, isolation=isolation,
                       integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
@@ -286,14 +274,15 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         if integrity:
             payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
                 else _empty_payload(assignment)
-            return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission)), "ok",
+            return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
                                 "tampering with the result channel", **common)
         if not finished:
             return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
         if rc == EXIT_MEMORY:
             return ChildOutcome(None, "memory", f"ran out of memory (limit {lim.memory_mb} MB){where}", **common)
         if chan.done and rc == 0 and isinstance(chan.result, dict):
-            return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission)), "ok", **common)
+            return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission), flood), "ok",
+                                **common)
         if isolation == "bwrap" and not chan.phases and "bwrap:" in common["stderr"]:
             return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " +
                                 common["stderr"].strip()[-300:], **common)
@@ -389,14 +378,14 @@ def _rmtree(work: Path):
 
 
 def _static_findings(copy: Path, display: str) -> list[dict]:
-    """trusted.scan_source on the submission's text, with locations; [] when it cannot be read."""
+    """scan.scan_source on the submission's text, with locations; [] when it cannot be read."""
     try:
         raw = copy.read_bytes()
         if len(raw) > 5_000_000:
             return []
-        from . import loader, trusted
+        from . import loader, scan
         src = loader.read_source(display, raw)
-        found = trusted.scan_source(src.text)
+        found = scan.scan_source(src.text)
         for f in found:
             f["location"] = src.where(f["line"]) if f.get("line") else None
         return found
@@ -409,7 +398,19 @@ def _empty_payload(assignment: str) -> dict:
             "assignment": assignment if assignment in ("reversal", "block") else None}
 
 
-def _with_parent_checks(payload: dict, channel: list, static: list, display: str) -> dict:
+def _flood(out: "_Drain", err: "_Drain", result, lim: Limits) -> dict | None:
+    """How much the run printed: through print() (the child counts what it did not keep) and straight to
+    descriptors 1 and 2 (counted here); None when within the limit."""
+    child = result.get("output_chars") if isinstance(result, dict) else None
+    child = child if isinstance(child, int) and 0 <= child < 2 ** 53 else 0
+    fds = out.size_seen + err.size_seen
+    total = child + fds
+    if total <= lim.output_mb * 1e6:
+        return None
+    return {"bytes": total, "through_print": child, "to_descriptors": fds, "limit_mb": lim.output_mb}
+
+
+def _with_parent_checks(payload: dict, channel: list, static: list, display: str, flood: dict | None = None) -> dict:
     """The child's payload plus what only the parent can see, first (a rule reads the first check of an id)."""
     payload = dict(payload)
     checks = payload.get("checks") if isinstance(payload.get("checks"), list) else []
@@ -427,6 +428,13 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                      "expected": "no code that reaches into the grader's process or patches torch",
                      "detail": "; ".join(lines)[:1500], "data": {"findings": static, "source": "parent"},
                      "location": next((f["location"] for f in static if f.get("location")), None)})
+    if flood:
+        mine.append({"id": "output-flood", "status": "fail", "measured": flood["bytes"],
+                     "expected": f"at most {flood['limit_mb']:g} MB of output",
+                     "detail": f"the code printed {flood['bytes'] / 1e6:.1f} MB ({flood['through_print'] / 1e6:.1f} "
+                               f"MB through print(), {flood['to_descriptors'] / 1e6:.1f} MB straight to the "
+                               f"output descriptors); only the first 256 KB per stream are kept",
+                     "data": dict(flood, source="parent"), "location": None})
     payload["checks"] = mine + checks
     return payload
 
@@ -448,13 +456,3 @@ def _why_died(rc, stderr: str, lim: Limits):
     if "MemoryError" in stderr or "std::bad_alloc" in stderr or "DefaultCPUAllocator: can't allocate" in stderr:
         return "memory", f"ran out of memory (limit {lim.memory_mb} MB)"
     return "no-result", f"exited with status {rc} before sending a result (e.g. sys.exit or os._exit in the code)"
-
-
-def stack_line(stack: str, path: str) -> int | None:
-    """The innermost line of the student's file in a faulthandler dump."""
-    lines = re.findall(r'File "([^"]+)", line (\d+)', stack)
-    # faulthandler prints the innermost frame first
-    for f, n in lines:
-        if f == path or f.endswith("/submission.py") or f.endswith("/submission.ipynb"):
-            return int(n)
-    return None

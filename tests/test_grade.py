@@ -119,6 +119,12 @@ def fake_check(path, *, assignment="auto", seed=0, device="cpu", quick=False, li
         base["diagnoses"] = [_diag(c) for c in words[1:]]
         base["verdict"] = "problems"
         base["checks"][0]["status"] = "fail"
+    elif words[0] == "forbidden":       # a correct model that tried operations outside its folder
+        base["diagnoses"] = [_diag("forbidden-operation")]
+        base["verdict"] = "problems"
+        base["checks"].insert(0, {"id": "forbidden-ops", "status": "fail",
+                                  "measured": len(words) - 1, "expected": "", "detail": "",
+                                  "data": {"ops": sorted(words[1:])}, "location": {"line": 3}})
     elif words[0] == "timeout":
         base.update(verdict="error", diagnoses=[_diag("timeout")],
                     error={"kind": "timeout", "reason": "did not finish within 5 s", "phase": "load",
@@ -158,6 +164,30 @@ def run_fake(src: Path, out: Path, **opts):
     rub = opts.pop("rubric", None)
     return Grader(src, out, options=Options(quick=True, jobs=jobs, **opts), rubric=rub, checker=fake_check,
                   progress=False).run()
+
+
+def test_integrity_has_its_own_column_and_other_rows_are_unchanged(tmp_path, fake):
+    """A student whose code tried forbidden operations: flagged in the integrity column (CSV and gradebook,
+    filterable), score by the rubric (default: it stands); everyone else's row is what it was without them."""
+    src = make_class(tmp_path)
+    run_fake(src, tmp_path / "a")
+    before = {r["student"]: r for r in read_csv(tmp_path / "a" / "grades.csv")}
+    (src / "mallory.py").write_text("forbidden connect read")
+    out = tmp_path / "b"
+    run_fake(src, out)
+    rows = {r["student"]: r for r in read_csv(out / "grades.csv")}
+    assert rows["mallory"]["integrity"] == "forbidden: connect, read"
+    assert rows["mallory"]["score"] == "100" and rows["mallory"]["causes"] == "forbidden-operation"
+    assert {k: v for k, v in rows.items() if k != "mallory"} == before
+    assert all(r["integrity"] == "" for k, r in rows.items() if k != "mallory")
+    html = (out / "index.html").read_text()
+    assert "<button type=\"button\">Integrity</button>" in html and 'id="integrity"' in html
+    assert 'data-integrity="flagged"' in html and html.count('data-integrity="ok"') == len(before)
+    # an instructor who penalises it says so in the rubric
+    strict = tmp_path / "strict.toml"
+    strict.write_text(rubric.DEFAULT_PATH.read_text().replace("forbidden-operation = 0", "forbidden-operation = 50"))
+    run_fake(src, tmp_path / "c", rubric=rubric.load(strict))
+    assert {r["student"]: r for r in read_csv(tmp_path / "c" / "grades.csv")}["mallory"]["score"] == "50"
 
 
 # --------------------------------------------------------------------------- rubric
@@ -273,7 +303,7 @@ def test_grade_writes_every_output_and_scores_by_the_rubric(tmp_path, fake):
     rows = {r["student"]: r for r in read_csv(out / "grades.csv", drop=())}
     assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "frank"]
     assert rows["alice"] | {} == {"student": "alice", "score": "100", "max_score": "100", "verdict": "clean",
-                                  "fault": "none", "causes": "", "seconds": "1.5", "reason": ""}
+                                  "fault": "none", "integrity": "", "causes": "", "seconds": "1.5", "reason": ""}
     assert rows["bob"]["score"] == "65" and rows["bob"]["causes"] == "causal-mask-missing;no-warmup"
     assert rows["erin"]["score"] == "95"
     assert rows["dave"]["verdict"] == "error" and rows["dave"]["fault"] == "student" and rows["dave"]["score"] == "0"

@@ -85,6 +85,8 @@ CASES = {
     "monkeypatch_builtins": Case("monkeypatch_builtins"),
     "monkeypatch_harness": Case("monkeypatch_harness"),
     "monkeypatch_optimizer": Case("monkeypatch_optimizer"),
+    "forbidden_ops": Case("forbidden_ops"),
+    "forbidden_native": Case("forbidden_native"),
     "reference_cheat": Case("reference_cheat"),
     "fs_escape": Case("fs_escape", bwrap_only=True),
     "network": Case("network", bwrap_only=True),
@@ -220,7 +222,7 @@ def world(tmp_path_factory):
     (out / "sentinel.txt").write_text("grader output\n")
     listener = Listener()
     listener.start()
-    env = {"MARK": MARK, "OTHER": other, "SECRET": secret, "RUBRIC": RUBRIC, "REPO": ROOT, "OUT": out,
+    env = {"MARK": MARK, "OTHER": other, "SECRET": secret, "RUBRIC": RUBRIC, "REPO": ROOT, "OUT": out, "ROOT": root,
            "PORT": listener.port}
     yield {"root": root, "other": other, "secret": secret, "out": out, "listener": listener, "env": env}
     listener.sock.close()
@@ -525,6 +527,7 @@ def test_torch_style_wrappers_from_the_students_file_are_tampering(runs):
     assert_tampering(r, "tamper")
     assert_names_line(r, "torch.optim.Adam.step", line_of(runs, "monkeypatch_optimizer", "torch.optim.Adam.step = "))
     assert_names_line(r, "torch.manual_seed", line_of(runs, "monkeypatch_optimizer", "torch.manual_seed = "))
+    assert_names_line(r, "torch.optim.AdamW.step", line_of(runs, "monkeypatch_optimizer", '"st" + "ep"'))
 
 
 @uses("monkeypatch_builtins")
@@ -551,6 +554,90 @@ def test_patched_harness(runs):
     assert_names_line(r, "harness.probes.base.check", line_of(runs, "monkeypatch_harness", "_hb.check = "))
     assert_names_line(r, "PROBES[0]", line_of(runs, "monkeypatch_harness", "object.__setattr__(_p"))
     assert score(r) == 0
+
+
+# ---------------------------------------------------------------------------- audited operations
+
+def attempts_of(result) -> list[dict]:
+    c = check_of(result, "forbidden-ops")
+    assert c is not None and c["status"] == "fail", [(x["id"], x["status"]) for x in result["checks"]]
+    return c["data"]["attempts"]
+
+
+def assert_attempt(runs, result, name: str, op: str, where: str):
+    """An attempt of `op` is reported at the line marked `# OP <op> <where>` in the built submission."""
+    line = line_of(runs, name, f"# OP {op} {where}")
+    found = [(a["op"], a["line"]) for a in attempts_of(result)]
+    assert (op, line) in found, (op, where, line, found)
+
+
+@uses("forbidden_ops")
+def test_forbidden_operations_are_reported_with_their_lines(runs):
+    r, _ = runs.get("forbidden_ops")
+    assert "forbidden-operation" in causes(r), causes(r)
+    for op, where in [("connect", "load"), ("read", "load"), ("list", "load"), ("subprocess", "load"),
+                      ("write", "init"), ("delete", "init"), ("os.system", "init"),
+                      ("connect", "forward"), ("read", "forward"), ("os.fork", "forward"), ("os.kill", "forward")]:
+        assert_attempt(runs, r, "forbidden_ops", op, where)
+    by_op = {a["op"]: a for a in attempts_of(r)}
+    assert by_op["read"]["target"].endswith("secret_solution.py")
+    assert by_op["connect"]["target"] == "127.0.0.1:9"
+    if sandbox.mode() == "bwrap":       # what the sandbox stopped, it says so
+        assert by_op["read"]["blocked"] is True and by_op["connect"]["blocked"] is True
+    # an integrity flag, not a bug: the correct model keeps its verdict's substance and (default rubric) score
+    assert causes(r) == ["forbidden-operation"], causes(r)
+    assert score(r) == 100
+    d = next(d for d in r["diagnoses"] if d["id"] == "forbidden-operation")
+    assert d["location"]["line"] == line_of(runs, "forbidden_ops", "# OP connect load")
+
+
+@uses("forbidden_native")
+def test_native_code_and_sys_modules_are_reported(runs):
+    r, _ = runs.get("forbidden_native")
+    assert "forbidden-operation" in causes(r) and "tampering" in causes(r)
+    assert_attempt(runs, r, "forbidden_native", "ctypes", "load")
+    assert_attempt(runs, r, "forbidden_native", "sys.modules", "load")
+
+
+@uses("print_flood")
+def test_output_flood_is_a_finding(runs):
+    r, _ = runs.get("print_flood")
+    c = check_of(r, "output-flood")
+    assert c is not None and c["status"] == "fail" and c["measured"] >= 150_000_000, c
+
+
+def test_lesson_code_has_no_forbidden_operation():
+    lesson = ROOT / "submissions" / "reversal_lesson.py"
+    r = check_file(lesson, quick=True, limits=Limits(timeout_s=SLOW_OK, memory_mb=MEMORY_MB))
+    assert r["verdict"] == "clean", causes(r)
+    assert check_of(r, "forbidden-ops") is None and check_of(r, "output-flood") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted((ROOT / "tests" / "fixtures" / "correct").glob("*.py")) +
+                         sorted((ROOT / "tests" / "fixtures" / "correct").glob("*.ipynb")) +
+                         [ROOT / "submissions" / "reversal_lesson.ipynb", ROOT / "submissions" / "block_lesson.py"],
+                         ids=lambda p: p.name)
+def test_correct_code_has_no_forbidden_operation(path):
+    r = check_file(path, quick=False, limits=Limits(timeout_s=SLOW_OK, memory_mb=MEMORY_MB))
+    assert check_of(r, "forbidden-ops") is None, check_of(r, "forbidden-ops")
+    assert "forbidden-operation" not in causes(r)
+
+
+@pytest.mark.slow
+def test_mutants_have_no_forbidden_operation(tmp_path):
+    ids = [m.id for m in mutants.MUTANTS]
+    paths = []
+    for mid in ids:
+        p = tmp_path / f"{mid}.py"
+        p.write_text(mutants.source(mutants.get(mid)))
+        paths.append(p)
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda p: check_file(p, quick=True, limits=Limits(timeout_s=SLOW_OK,
+                                                                                   memory_mb=MEMORY_MB)), paths))
+    flagged = [(p.stem, check_of(r, "forbidden-ops")["detail"]) for p, r in zip(paths, results)
+               if check_of(r, "forbidden-ops")]
+    assert flagged == []
 
 
 # ---------------------------------------------------------------------------- what forward() returns
@@ -674,7 +761,7 @@ def test_sandbox_is_detected_and_cached(monkeypatch):
 
 
 def test_static_scan_flags_grader_access_and_not_lesson_code():
-    from harness.trusted import scan_source
+    from harness.scan import scan_source
     hits = scan_source("import torch\nimport torch.nn.functional as F\nimport harness.child\n"
                        "F.softmax = lambda x, dim: x\nsetattr(torch.Tensor, 'abs', None)\n"
                        "x = open('/proc/self/fd')\nimport ctypes\n")
@@ -690,7 +777,7 @@ def test_static_scan_flags_grader_access_and_not_lesson_code():
 # ---------------------------------------------------------------------------- a batch
 
 GRADE_BATCH = ["syntax_error", "exit_load_os", "orphans", "forged_channel", "monkeypatch_harness", "fs_escape",
-               "print_flood", "forward_slow"]
+               "print_flood", "forward_slow", "forbidden_ops"]
 
 
 @pytest.mark.slow
@@ -720,7 +807,8 @@ def test_batch_grading_isolates_students(world, tmp_path):
     expected = {"syntax_error": ("problems", "syntax-error"), "exit_load_os": ("error", "crashed"),
                 "orphans": ("problems", "missing-name"), "forged_channel": ("problems", None),
                 "monkeypatch_harness": ("problems", None), "fs_escape": ("problems", "missing-name"),
-                "print_flood": ("problems", "missing-name"), "forward_slow": ("error", "timeout")}
+                "print_flood": ("problems", "missing-name"), "forward_slow": ("error", "timeout"),
+                "forbidden_ops": ("problems", "forbidden-operation")}
     for name, (verdict, cause) in expected.items():
         if name not in batch:
             continue
@@ -730,10 +818,17 @@ def test_batch_grading_isolates_students(world, tmp_path):
             assert causes(res)[0] == cause, (name, causes(res))
         else:
             assert set(causes(res)) & tamper_cause_ids(), (name, causes(res))
-        assert res["grade"]["score"] == 0, (name, res["grade"])
+        if name != "forbidden_ops":     # an integrity flag: the default rubric lets a correct model's score stand
+            assert res["grade"]["score"] == 0, (name, res["grade"])
+    assert results["forbidden_ops"]["grade"]["score"] == 100
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(batch) + 1
+    integrity = {r["student"]: r["integrity"] for r in rows}
+    assert integrity["reference"] == "" and integrity["forbidden_ops"].startswith("forbidden: ")
+    assert integrity["print_flood"] == "output flood" and integrity["monkeypatch_harness"].startswith("tampering")
+    assert (out / "students" / "forbidden_ops" / "report.html").exists()
+    assert "Integrity</button>" in (out / "index.html").read_text()
     assert alive_with(f"sleep {mark}") == []
     if sandbox.mode() == "bwrap":
         assert not (out / "forged.json").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import trusted
+from harness import guard, scan
 from harness.api import check_file
 from harness.runner import Limits
 
@@ -34,6 +34,8 @@ def test_legitimate_torch_usage_is_not_tampering(path):
     ids = [d["id"] for d in r["diagnoses"]]
     tamper = [c for c in r["checks"] if c["id"] in ("tamper", "tamper-static") and c["status"] == "fail"]
     assert "tampering" not in ids and not tamper, (ids, [c["detail"] for c in tamper])
+    # nor an audited forbidden operation (compile, autocast, checkpointing read and load what torch needs)
+    assert not any(c["id"] in ("forbidden-ops", "output-flood") for c in r["checks"]), ids
     # the training trace really ran the student's train(), so torch's side effects really happened
     trace = next(c for c in r["checks"] if c["id"].startswith("train"))
     assert trace["status"] != "skip", trace
@@ -44,7 +46,7 @@ def test_legitimate_torch_usage_is_not_tampering(path):
 # ---------------------------------------------------------------------------- in-process: who made a change
 
 def _guard(text: str, path="student.py"):
-    g = trusted.Guard()
+    g = guard.Guard()
     g._torch = {"dir": str(Path(types.__file__).parent / "site-packages" / "torch") + "/"}
     g.set_student(path, text)
     return g
@@ -58,8 +60,9 @@ def test_edit_sites_name_the_statement_that_patches():
             "AdamW.step = None\n"                             # 7
             "stats = {}\nstats['max'] = 1\n"                  # 9: a dict of the student's own
             "class M:\n    def f(self):\n        self.step = 0\n        setattr(self, 'zero_grad', 1)\n")
-    s = trusted.edit_sites(text)
-    assert s.assigned == {"len": 4, "abs": 5, "allclose": 6, "step": 7}
+    s = scan.edit_sites(text)
+    assert s.full == {"builtins.len": 4, "torch.Tensor.abs": 5, "torch.allclose": 6, "torch.optim.AdamW.step": 7}
+    assert s.assigned == {}            # self.step, setattr(self, ...) and the student's own dict are theirs
     assert s.imported["AdamW"] == 3
 
 
@@ -71,12 +74,16 @@ def test_blame_students_code_and_torchs_own():
     ns = {}
     exec(compile("def mine(*a):\n    return 1\n", "student.py", "exec"), ns)
     # assigned in the text: the statement's line
-    assert g.blame("allclose", ns["mine"], "replaced") == (True, 2)
+    assert g.blame("allclose", ns["mine"], "replaced", "torch") == (True, 2)
     # code written in the student's file, assigned in a way the text scan cannot see: the definition's line
     assert g.blame("isfinite", ns["mine"], "replaced") == (True, 1)
     # torch's own wrapper (what Optimizer._patch_step_function puts on AdamW) and a flag dynamo adds
     wrapper = torch.optim.Optimizer.profile_hook_step(torch.optim.Adam.step)
-    assert g.blame("step", wrapper, "added") == (False, None)
+    assert g.blame("step", wrapper, "added", "torch.optim.AdamW") == (False, None)
+    # the student assigning another class's `step` says nothing about this one
+    g2 = _guard("import torch\ntorch.optim.Adam.step = None\n")
+    g2._torch = g._torch
+    assert g2.blame("step", wrapper, "added", "torch.optim.AdamW") == (False, None)
     assert g.blame("___needs_generation_tag_patch", True, "added")[0] is False
     # code from neither torch nor the student's file (exec'd text, another library): counts as the student's
     exec(compile("def other(*a):\n    return 1\n", "<string>", "exec"), ns)

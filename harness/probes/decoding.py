@@ -6,7 +6,7 @@ import torch
 from ..intercept import Recorder, attention_weights
 from .base import Skip, check, rnd
 from .common import PAD, batch, eval_model, kwargs_for
-from .training import _trace
+from .training import run_train as _trace
 
 
 def encoder_calls(ctx):
@@ -24,7 +24,7 @@ def encoder_calls(ctx):
         n[0] += 1
         if a and isinstance(a[0], torch.Tensor):
             rows[0] += a[0].size(0) if a[0].dim() > 1 else 1
-        from .training import _caller_line
+        from .base import caller_line as _caller_line
         lines.append(_caller_line(ctx))
         return real(*a, **k)
     model.encode = counting

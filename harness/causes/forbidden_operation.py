@@ -1,0 +1,30 @@
+"""Forbidden operation: the submission's code tried something a model never needs - a network connection, files
+or folders outside its own, another process, native code, replacing torch or the grader in sys.modules - or
+printed far more than any check needs.
+
+Two checks feed it: `forbidden-ops` (the child's audit hook, PEP 578: each attempt with the student's line,
+what it targeted, and whether the sandbox blocked it) and `output-flood` (the parent: bytes printed). The
+sandbox still blocks what it blocks; this finding is what lets the instructor know the code tried. It is an
+integrity flag, not a bug of the model: the rubric decides what it costs (by default nothing).
+"""
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    "forbidden-operation", "The code tried operations outside its own folder",
+    "While being checked, the code opened network connections, read, wrote or listed files outside its own "
+    "folder, started processes, loaded native code, replaced torch or the grader in sys.modules, or printed "
+    "more than the output limit.",
+    "A model and its training loop need none of this; the instructor is told so they can review the file. "
+    "The sandbox blocks what it can regardless.",
+    "Each attempt is listed with the line of your code, its target and whether it was blocked.",
+    "Remove the code at the lines shown (file, network and process access, big prints) from the submitted file.")
+
+CHECKS = ("forbidden-ops", "output-flood")
+
+
+def diagnose(ev):
+    failed = [c for c in (ev.failed(cid) for cid in CHECKS) if c]
+    if not failed:
+        return None
+    location = next((c.get("location") for c in failed if c.get("location")), None)
+    return Finding(1.0, [say(c) for c in failed], location, explains=CHECKS)

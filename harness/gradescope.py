@@ -1,0 +1,117 @@
+"""Grading, part 3: Gradescope. Its results.json for one result, and the autograder's one-submission run.
+
+Each diagnosed cause becomes a failed test worth the points it costs, a clean submission one passed test
+worth the full score, and every check a 0-point test.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from . import __version__
+from . import rubric as rubric_mod
+from .api import write_json_atomic
+from .grade_discovery import Options, Submission, find_single
+from .grade_results import fault_of, grade_one, looks_valid, synthetic_result, _job
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible",
+                       stdout_visibility: str = "hidden", execution_time: float | None = None) -> dict:
+    """Gradescope's autograder results (results.json): a top-level score and one test per finding and check."""
+    score = grade["score"] if grade["score"] is not None else 0.0
+    max_score = grade["max_score"]
+    diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
+    tests = []
+
+    def loc_text(loc):
+        if not isinstance(loc, dict):
+            return ""
+        if loc.get("cell"):
+            return f"\nWhere: {Path(str(loc.get('file', ''))).name} cell {loc['cell']} line {loc.get('cell_line')}"
+        return f"\nWhere: {Path(str(loc.get('file', ''))).name} line {loc.get('line')}"
+
+    for item in grade["breakdown"]:
+        lost = abs(float(item.get("points", 0.0)))
+        d = diags.get(item["id"]) if item["kind"] in ("cause", "grader-fault") else None
+        if d:
+            out = "\n".join(["Evidence:"] + [f"  - {e}" for e in d.get("evidence", [])[:6]]
+                            + [f"How to fix it: {d.get('fix', '')}"]) + loc_text(d.get("location"))
+            name = f"{d.get('title', item['id'])} [{item['id']}]"
+        else:
+            out, name = item.get("title", ""), f"{item.get('title', item['id'])} [{item['id']}]"
+        tests.append({"name": name[:200], "score": 0.0, "max_score": lost, "status": "failed", "output": out,
+                      "visibility": visibility, "tags": [item["kind"]]})
+    for d in result.get("diagnoses", []):   # findings that cost nothing (e.g. grader-fault = 0) still shown
+        if not any(t["name"].endswith(f"[{d['id']}]") for t in tests):
+            tests.append({"name": f"{d.get('title', d['id'])} [{d['id']}]"[:200], "score": 0.0, "max_score": 0.0,
+                          "status": "failed", "output": "\n".join(str(e) for e in d.get("evidence", [])[:6]),
+                          "visibility": visibility, "tags": ["cause"]})
+    if result.get("verdict") == "clean":
+        tests.append({"name": "No bug found by the checks", "score": float(score), "max_score": float(max_score),
+                      "status": "passed", "output": "Every check passed.", "visibility": visibility,
+                      "tags": ["summary"]})
+    for c in result.get("checks", []):
+        if not isinstance(c, dict) or c.get("status") not in ("pass", "fail", "error"):
+            continue
+        m = c.get("measured")
+        text = f"measured: {json.dumps(m)[:300]}" + (f"\nexpected: {c['expected']}" if c.get("expected") else "") + \
+               (f"\n{c['detail']}" if c.get("detail") else "")
+        tests.append({"name": f"check: {c['id']}", "score": 0.0, "max_score": 0.0,
+                      "status": "passed" if c["status"] == "pass" else "failed", "output": text[:4000],
+                      "visibility": visibility, "tags": ["check"]})
+    lines = [f"Verdict: {result.get('verdict')}    Score: {score:g} / {max_score:g}"]
+    if grade["score"] is None:
+        lines.append("The grader itself failed on this submission (not your code's fault). "
+                     "Your instructor will regrade it; you may also resubmit.")
+    err = result.get("error")
+    if err and err.get("student_fault") is not False:
+        lines.append(f"The check could not finish: {err.get('reason')}")
+    for i, d in enumerate(result.get("diagnoses", [])[:5], start=1):
+        lines.append(f"{i}. {d.get('title')} [{d.get('id')}]")
+        if d.get("fix"):
+            lines.append(f"   fix: {d['fix']}")
+    out = {"score": float(score), "output": "\n".join(lines), "visibility": visibility,
+           "stdout_visibility": stdout_visibility, "tests": tests,
+           "extra_data": {"verdict": result.get("verdict"), "fault": fault_of(result),
+                          "causes": [d.get("id") for d in result.get("diagnoses", [])],
+                          "harness_version": __version__}}
+    if execution_time is not None:
+        out["execution_time"] = int(round(execution_time))
+    return out
+
+
+def gradescope_one(submission_dir, results_path, *, options: Options | None = None, rubric=None,
+                   checker=None) -> dict:
+    """Grade the one submission in `submission_dir`; write Gradescope's results.json; return it."""
+    opts = options or Options()
+    rub = rubric if rubric is not None else rubric_mod.load()
+    folder = Path(submission_dir)
+    path, problem = find_single(folder)
+    t0 = time.monotonic()
+    data = None
+    if path is not None:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            problem = f"cannot read {path.name}: {e}"
+    if problem:
+        result = synthetic_result(str(path or folder), "no-submission", problem, student_fault=True, opts=opts)
+    else:
+        sub = Submission(path.stem, path, data=data)
+        try:
+            outcome = grade_one(_job(sub, opts), checker)
+            result = outcome["result"]
+            if not looks_valid(result):
+                raise ValueError("malformed result")
+        except Exception as e:
+            result = synthetic_result(str(path), "grader-fault", f"grading failed in the grader: "
+                                      f"{type(e).__name__}: {e}", student_fault=False, opts=opts)
+    grade = rubric_mod.score(result, rub)
+    out = gradescope_results(result, grade, visibility=opts.visibility, stdout_visibility=opts.stdout_visibility,
+                             execution_time=time.monotonic() - t0)
+    write_json_atomic(out, results_path)
+    result["grade"] = grade
+    return {"results": out, "result": result}

@@ -1,0 +1,115 @@
+"""The audit record in-process (harness/audit.py), without adding a hook to this process: events are handed to
+`Audit.hook` by code compiled under the student's file name or a library's, so the frames are real."""
+from __future__ import annotations
+
+import os
+import site
+import types
+from pathlib import Path
+
+from harness import audit as audit_mod
+
+STUDENT = "/scratch/submission.py"
+LIBRARY = os.path.join(site.getsitepackages()[0], "somelib", "core.py")   # a third-party library's frame
+
+
+def make(tmp_path, isolation=""):
+    return audit_mod.Audit(STUDENT, str(tmp_path), grader_roots=[str(Path(audit_mod.__file__).parent)],
+                           isolation=isolation)
+
+
+def _fn(src: str, filename: str, name: str, **env):
+    ns = dict(env)
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name]
+
+
+def student_calls(a, event, args, via_library=False):
+    """`event` raised by the student's line 2 - directly, or through a library function."""
+    lib = _fn("def lib(h, e, x):\n    h(e, x)\n", LIBRARY, "lib")
+    if via_library:
+        go = _fn("def go(h, e, x):\n    lib(h, e, x)\n", STUDENT, "go", lib=lib)
+    else:
+        go = _fn("def go(h, e, x):\n    h(e, x)\n", STUDENT, "go")
+    go(a.hook, event, args)
+
+
+def ops(a):
+    return [(r["op"], r["target"], r["line"], r["via"]) for r in a.attempts()]
+
+
+def test_the_students_own_operations_are_recorded_with_the_line(tmp_path):
+    a = make(tmp_path)
+    student_calls(a, "socket.connect", (None, ("10.0.0.1", 80)))
+    student_calls(a, "open", ("/etc/passwd", "r", os.O_RDONLY))
+    student_calls(a, "open", ("/home/other/out.json", "w", os.O_WRONLY | os.O_CREAT))
+    student_calls(a, "os.listdir", ("/home",))
+    student_calls(a, "subprocess.Popen", ("sleep", ["sleep", "100"], None, None))
+    student_calls(a, "ctypes.dlopen", ("libc.so.6",))
+    student_calls(a, "open", (audit_mod.__file__, "r", os.O_RDONLY))           # the grader's own source
+    got = {(op, target) for op, target, line, via in ops(a)}
+    assert got == {("connect", "10.0.0.1:80"), ("read", "/etc/passwd"), ("write", "/home/other/out.json"),
+                   ("list", "/home"), ("subprocess", "sleep 100"), ("ctypes", "libc.so.6"),
+                   ("read", os.path.realpath(audit_mod.__file__))}
+    assert {line for _, _, line, _ in ops(a)} == {2}
+    assert {via for _, _, _, via in ops(a)} == {"your code"}
+
+
+def test_what_a_student_may_touch_is_not_recorded(tmp_path):
+    a = make(tmp_path)
+    student_calls(a, "open", (str(tmp_path / "notes.txt"), "w", os.O_WRONLY))   # its own folder
+    student_calls(a, "open", (os.__file__, "r", os.O_RDONLY))                   # the Python installation
+    student_calls(a, "open", ("/dev/null", "w", os.O_WRONLY))
+    student_calls(a, "os.listdir", (str(tmp_path),))
+    student_calls(a, "open", (3, "r", 0))                                        # a descriptor, not a path
+    assert ops(a) == []
+
+
+def test_a_library_is_held_to_what_libraries_do(tmp_path):
+    a = make(tmp_path)
+    for ev, args in [("open", ("/proc/cpuinfo", "r", 0)), ("open", ("/usr/share/fonts/x.ttf", "rb", 0)),
+                     ("subprocess.Popen", ("g++", ["g++", "-O2"], None, None)), ("ctypes.dlopen", ("libgomp.so",)),
+                     ("open", (audit_mod.__file__, "r", 0)), ("os.listdir", ("/usr/lib",))]:
+        student_calls(a, ev, args, via_library=True)
+    assert ops(a) == []
+    for ev, args in [("socket.connect", (None, ("1.1.1.1", 53))), ("open", ("/home/x/secret.pt", "rb", 0)),
+                     ("open", ("/home/x/out.pt", "wb", os.O_WRONLY))]:
+        student_calls(a, ev, args, via_library=True)
+    assert [(op, line, via) for op, _, line, via in ops(a)] == [
+        ("connect", 2, "a library called by your code"), ("read", 2, "a library called by your code"),
+        ("write", 2, "a library called by your code")]
+
+
+def test_the_harness_own_operations_are_never_recorded(tmp_path):
+    a = make(tmp_path)
+    a.hook("open", ("/etc/passwd", "r", 0))           # no student frame on the stack
+    a.hook("socket.connect", (None, ("1.1.1.1", 53)))
+    a.hook("import", ("torch", None, None, None, None))  # not an audited event
+    assert ops(a) == []
+
+
+def test_records_are_bounded_and_repeats_counted(tmp_path):
+    a = make(tmp_path)
+    for _ in range(5):
+        student_calls(a, "open", ("/etc/passwd", "r", 0))
+    for i in range(audit_mod.MAX_RECORDS + 20):
+        student_calls(a, "open", (f"/home/f{i}", "r", 0))
+    recs = a.attempts()
+    assert len(recs) == audit_mod.MAX_RECORDS and a.dropped == 21
+    assert next(r for r in recs if r["target"] == "/etc/passwd")["count"] == 5
+
+
+def test_blocked_is_decided_from_what_the_process_can_see(tmp_path):
+    a = make(tmp_path, isolation="bwrap")
+    student_calls(a, "open", ("/no/such/dir/secret", "r", 0))
+    student_calls(a, "socket.connect", (None, ("1.1.1.1", 53)))
+    student_calls(a, "os.system", ("true",))
+    blocked = {r["op"]: r["blocked"] for r in a.attempts()}
+    assert blocked == {"read": True, "connect": True, "os.system": False}
+
+
+def test_a_hook_that_fails_never_breaks_the_operation(tmp_path):
+    a = make(tmp_path)
+    student_calls(a, "open", (types.SimpleNamespace(), "r", 0))     # a path that cannot be decoded
+    student_calls(a, "socket.connect", ())                           # malformed arguments
+    assert isinstance(a.attempts(), list)
