@@ -143,3 +143,6 @@ def test_standard_schedulers_and_autocast_are_not_tampering(tmp_path, name):
     result = json.loads(out.read_text())
     assert [d["id"] for d in result["diagnoses"]] == [], res.output
     assert res.exit_code == 0, res.output
+    # the training loop was really traced: the scheduler's lr and the clipped gradients were measured
+    checks = {c["id"]: c["status"] for c in result["checks"]}
+    assert checks["lr-schedule"] == "pass" and checks["train-zero-grad"] == "pass"
