@@ -102,6 +102,18 @@ class Evidence:
         return out
 
 
+def padding_finding(ev, kind: str) -> Finding | None:
+    """padding-invariance failed and the PAD weight's mechanism is `kind` (the two padding-mask causes)."""
+    c = ev.failed("padding-invariance")
+    mech = ev.mechanism("padding-invariance")
+    if ev.weights_not_over_keys() or not c or mech.get("kind") != kind:
+        return None
+    if mech.get("t_q") == mech.get("t_k") == 11 and ev.failed("causal-leak"):
+        return None     # PAD weight in the decoder self-attention: rows the broken causal mask leaves empty
+    return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"),
+                   explains=("padding-invariance", "overfit"))
+
+
 SHAPE_ERRORS = ("must match the size", "size of tensor", "expected size", "shapes cannot be multiplied",
                 "size mismatch", "mat1 and mat2")
 

@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import Cause, padding_finding
 
 CAUSE = Cause(
     id="padding-mask-missing",
@@ -19,11 +19,4 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    c = ev.failed("padding-invariance")
-    mech = ev.mechanism("padding-invariance")
-    if ev.weights_not_over_keys() or not c or mech.get("kind") != "missing":
-        return None
-    if mech.get("t_q") == mech.get("t_k") == 11 and ev.failed("causal-leak"):
-        return None     # PAD weight in the decoder self-attention: rows the broken causal mask leaves empty
-    return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"),
-                   explains=("padding-invariance", "overfit"))
+    return padding_finding(ev, "missing")

@@ -59,11 +59,12 @@ class OpTrace(TorchFunctionMode):
         tensors = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
                    if isinstance(t, torch.Tensor) and t.dim() > 0 and not t.is_meta][:2]
         if tensors:
-            line = self._line()
+            stack = self._stack()
+            line = stack[0] if stack else None
             if line is not None:
                 op = Op(name, line, [t.detach().clone() for t in tensors], len(self.ops))
                 if name in KEEP_INPUTS:
-                    op.stack = self._stack()
+                    op.stack = stack
                     op.ins = [a.detach().clone() for a in args if isinstance(a, torch.Tensor) and a.numel() < 500_000]
                     kw = kwargs or {}
                     op.kwargs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()
@@ -81,14 +82,6 @@ class OpTrace(TorchFunctionMode):
                 out.append(f.f_lineno)
             f = f.f_back
         return tuple(out)
-
-    def _line(self):
-        f = sys._getframe(2)
-        while f is not None:
-            if f.f_code.co_filename == self.path:
-                return f.f_lineno
-            f = f.f_back
-        return None
 
 
 def record(ctx, fn, seed: int = 1234):
