@@ -165,6 +165,18 @@ def diagnose(result: dict) -> list[dict]:
     return out
 
 
+def _integrity(result: dict) -> list[dict]:
+    """Tampering and forbidden operations stay on the row even when the file did not load or lacks names."""
+    from .causes import forbidden_operation, tampering
+    ev = Evidence(result)
+    out = []
+    for rule in (tampering, forbidden_operation):
+        f = rule.diagnose(ev)
+        if f is not None:
+            out.append(_diag(rule.CAUSE.id, f.confidence, f.evidence, f.location, f.fix, f.title))
+    return out
+
+
 def verdict(diagnoses: list[dict]) -> str:
     """problems when any diagnosis is a problem; findings of severity "info" alone leave a file clean."""
     return "problems" if any(d.get("severity", "problem") != "info" for d in diagnoses) else "clean"
@@ -210,7 +222,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         loc = load.get("location") if isinstance(load.get("location"), dict) else None
         msg = str(load.get("message", "the file could not be loaded"))
         ev = [msg] + ([f"line {loc.get('cell_line') or loc['line']}: {load.get('detail')}"] if loc and load.get("detail") else [])
-        base["diagnoses"] = [_diag(kind, 1.0, ev, loc)]
+        base["diagnoses"] = [_diag(kind, 1.0, ev, loc)] + _integrity(base)
         base["verdict"] = "problems"
         return base
     contract = next((c for c in p["checks"] if c["id"] == "contract"), None)
@@ -223,7 +235,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         ev = [say(contract)] + ([f"{', '.join(missing)} is defined inside code that does not run at import "
                                  f"(line {hidden['line']}: {hidden['reason']}); move it to the top level"]
                                 if hidden else [])
-        base["diagnoses"] = [_diag("missing-name", 1.0, ev, loc)]
+        base["diagnoses"] = [_diag("missing-name", 1.0, ev, loc)] + _integrity(base)
         base["verdict"] = "problems"
         return base
     base["diagnoses"] = diagnose(base)

@@ -152,3 +152,12 @@ def test_first_divergence_finds_the_first_op_that_breaks_the_property():
     assert trace.first_divergence(a, b, trace.sample_unchanged(3)) is None
     b[1].outs[0][0, 2] += 1.0                       # sample 0 changes at op 2 (a statistic over the batch)
     assert trace.first_divergence(a, b, trace.sample_unchanged(3)).line == 2
+
+
+def test_integrity_findings_stay_when_the_file_does_not_load():
+    from harness.outcome import ChildOutcome
+    payload = {"load": {"ok": False, "kind": "definition-error", "message": "NameError: x"},
+               "checks": [_check("forbidden-ops", "fail", 1, {"ops": ["connect"]},
+                                 location={"file": "f.py", "line": 3})]}
+    r = engine.build_result(ChildOutcome(payload, "ok"), "f.py", "reversal")
+    assert [d["id"] for d in r["diagnoses"]] == ["definition-error", "forbidden-operation"]
