@@ -184,7 +184,7 @@ def verdict(diagnoses: list[dict]) -> str:
 
 LOAD_KIND_TO_CAUSE = {"syntax-error": "syntax-error", "definition-error": "definition-error",
                       "missing-module": "missing-module", "unreadable": "unreadable-file",
-                      "exit-during-load": "exit-during-load"}
+                      "exit-during-load": "exit-during-load", "timeout": "timeout"}
 
 
 def build_result(outcome: ChildOutcome, submission: str, requested_assignment: str, source_text: str | None = None,

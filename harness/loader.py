@@ -215,16 +215,31 @@ def filter_module(source: Source) -> ast.Module:
     return tree
 
 
-def load(source: Source, module_name: str = "submission") -> types.ModuleType:
+# Loading runs definitions only: seconds at most. A class body or import-time loop that does not end is
+# stopped here, long before the whole check's limit (issue 14: 181 s before this limit).
+LOAD_TIMEOUT_S = 30.0
+
+
+class LoadTimeout(Exception):
+    pass
+
+
+def load(source: Source, module_name: str = "submission", timeout_s: float = LOAD_TIMEOUT_S) -> types.ModuleType:
     """Execute the kept definitions in a fresh module; errors become SubmissionError."""
+    import signal
     import sys
     import traceback
+
+    def on_alarm(signum, frame):
+        raise LoadTimeout(f"loading the file did not finish within {timeout_s:.0f} s")
 
     tree = filter_module(source)
     code = compile(tree, source.code_path, "exec")
     module = types.ModuleType(module_name)
     module.__file__ = source.code_path
     sys.modules[module_name] = module  # lets pickle/deepcopy find the student's classes
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
         exec(code, module.__dict__)
     except BaseException as e:  # SystemExit included: a submission may call sys.exit()
@@ -232,8 +247,13 @@ def load(source: Source, module_name: str = "submission") -> types.ModuleType:
         kind = "missing-module" if isinstance(e, ModuleNotFoundError) else "definition-error"
         if isinstance(e, SystemExit):
             kind = "exit-during-load"
+        if isinstance(e, LoadTimeout):
+            kind = "timeout"
         msg = "".join(traceback.format_exception_only(type(e), e)).strip()
         raise SubmissionError(kind, msg, line)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
     return module
 
 

@@ -301,3 +301,19 @@ def test_usage_error_from_the_installed_command(tmp_path):
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_class_body_that_loops_forever_stops_at_the_load_limit(tmp_path):
+    """Issue 14: loading has its own limit (30 s): the check ends with `timeout` well before its own (180 s)."""
+    f = tmp_path / "spin.py"
+    f.write_text("import torch.nn as nn\n\n\nclass MiniTransformer(nn.Module):\n    n = 0\n"
+                 "    while True:\n        n += 1\n")
+    t = time.monotonic()
+    res = CliRunner().invoke(main, ["check", str(f), "--json", str(tmp_path / "r.json"),
+                                    "--html", str(tmp_path / "r.html")])
+    took = time.monotonic() - t
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert took < 35, took
+    assert result["diagnoses"][0]["id"] == "timeout" and result["diagnoses"][0]["location"]["line"] in (6, 7)
+    assert res.exit_code == 1
