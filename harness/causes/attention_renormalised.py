@@ -13,11 +13,16 @@ CAUSE = Cause(
     fix="Multiply V by the output of the one masked softmax: attn = torch.softmax(scores.masked_fill(~mask, -1e9), "
         "dim=-1); out = attn @ V (dropout on attn is fine; a second softmax or normalisation is not).",
     lesson="Step 2: scores -> mask -> softmax -> weights @ V.",
-    assignments=("reversal",),
+    assignments=("reversal", "block"),
 )
 
 
 def diagnose(ev):
+    if ev.assignment == "block":
+        c = ev.failed("block-causal")
+        if c and (c.get("data") or {}).get("kind") == "renormalised":
+            return Finding(0.8, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
+        return None
     hits = [c for c in (ev.failed("causal-leak"), ev.failed("padding-invariance"))
             if c and ev.mechanism(c["id"]).get("kind") == "renormalised"]
     if ev.weights_not_over_keys() or not hits:

@@ -13,11 +13,16 @@ CAUSE = Cause(
               "weights that multiply V give later keys weight 0 yet their rows do not sum to 1.",
     fix="Mask the scores before the softmax: scores.masked_fill(~mask, -1e9), then torch.softmax(scores, dim=-1).",
     lesson="Step 2: masked_fill on the scores, then softmax.",
-    assignments=("reversal",),
+    assignments=("reversal", "block"),
 )
 
 
 def diagnose(ev):
+    if ev.assignment == "block":
+        c = ev.failed("block-causal")
+        if c and (c.get("data") or {}).get("kind") == "after-softmax":
+            return Finding(0.85, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
+        return None
     c = ev.failed("causal-leak")
     mech = ev.mechanism("causal-leak")
     if not c or mech.get("kind") != "after-softmax":

@@ -271,6 +271,26 @@ ZERO = 1e-6        # correct code: exactly 0.0 above the diagonal and for earlie
 PAST_FRAC = 0.5    # correct code: 1.0 of (later output, earlier token) pairs connected; inverted mask: 0.0
 
 
+def _applied_mechanism(ctx, block, fw, d) -> str | None:
+    """The mechanism read from the weights that multiply V (7 tokens: no other axis has that length)."""
+    from . import mechanism, trace
+    x = _inputs(ctx, 7, d, offset=4)
+    kind = mechanism.causal_mechanism(trace.record(ctx, lambda: run_block(ctx, block, x, fw)), 7).get("kind")
+    return kind if kind in ("after-softmax", "renormalised") else None
+
+
+def _leak_divergence(ctx, block, fw, d) -> dict | None:
+    """The first op whose output for earlier tokens changes when token 5 of 7 changes."""
+    from . import trace
+    x = _inputs(ctx, 7, d, offset=5)
+    x2 = x.clone()
+    x2[5] += _inputs(ctx, d, offset=6)
+    a = trace.record(ctx, lambda: run_block(ctx, block, x, fw))
+    b = trace.record(ctx, lambda: run_block(ctx, block, x2, fw))
+    return trace.describe(ctx, trace.first_divergence(a, b, trace.prefix_unchanged(7, 5)),
+                          "outputs before token 5 depend on token 5")
+
+
 def causal(ctx):
     """With the causal flag on: zero upper triangle, earlier outputs blind to later tokens, every row finite."""
     form = causal_form(ctx)
@@ -313,6 +333,8 @@ def causal(ctx):
             kind = "diagonal"
         elif upper > ZERO:
             kind = "missing" if past > ZERO else "inverted"
+            if kind == "missing":      # the softmax is unmasked: is a mask applied to what multiplies V instead?
+                kind = _applied_mechanism(ctx, block, fw, d) or kind
         elif rows_bad or out_rows_bad:
             kind = "nonfinite"
         elif future > ZERO:
@@ -341,6 +363,10 @@ def causal(ctx):
         "nonfinite": f"non-finite attention or output rows {m.get('nonfinite_weight_rows') or out_rows_bad}",
         "leak": "the weights above the diagonal are 0, yet earlier outputs change when a later token changes: "
                 "information from the future reaches them another way",
+        "after-softmax": "the softmax normalises over every key, later ones included, and the mask is applied to "
+                         "its output: each row's weights still depend on later tokens",
+        "renormalised": "a masked softmax gives later keys 0, but the weights multiplied with V give them weight "
+                        "again: the weights that multiply V are not the softmax of the masked scores",
     }
     lines = [c.line for op in ("masked_fill", "triu", "tril") for c in rec.of(op) if c.line]
     line = min(lines) if lines else None
@@ -348,12 +374,16 @@ def causal(ctx):
         line = _call_line(ctx, line)           # the diagonal= argument of the triu/tril call
     if kind == "missing" and not lines:
         line = _attn_call_line(ctx, block)     # the mask is never built: point at the attention call
+    div = _leak_divergence(ctx, block, fw, d) if kind == "leak" else None
+    if div:
+        line = div["line"]
     ok = kind == "ok"
     return [check("block-causal", "pass" if ok else "fail", m,
                   "0 above the diagonal; earlier outputs independent of later tokens; finite rows",
                   f"{how}, {T} tokens: {details[kind]}; {past_frac:.0%} of (later output, earlier token) "
                   "pairs connected",
                   data={"kind": kind, "form": form, "future": rnd(future, 6), "past_fraction": rnd(past_frac, 3),
+                        "divergence": div,
                         "dependency": [[rnd(v, 4) for v in row] for row in dep.tolist()]},
                   location=ctx.where(line if not ok else None))]
 

@@ -51,8 +51,8 @@ def applied_weights(ops: list, t_q: int, t_k: int) -> list[tuple[Op, torch.Tenso
         if op.name in MATMULS and op.ins and op.outs:
             y = op.outs[0]
             for w in op.ins[:2]:
-                # weights @ V: (..., T_q, T_k) @ (..., T_k, d) -> (..., T_q, d)
-                if w.dim() >= 2 and tuple(w.shape[-2:]) == (t_q, t_k) and y.dim() >= 2 and y.size(-2) == t_q \
+                # weights @ V: (..., T_q, T_k) @ (..., T_k, d) -> (..., T_q, d), or an einsum into any layout
+                if w.dim() >= 2 and tuple(w.shape[-2:]) == (t_q, t_k) and y.dim() >= 2 and t_q in y.shape[:-1] \
                         and w.is_floating_point() and float(w.min()) >= -1e-6 and y.size(-1) != t_k:
                     out.append((op, w.double()))
                     break
