@@ -235,7 +235,7 @@ def trace(ctx):
                         data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup,
                               "optimizer": tr["mech"].get("optimizer")},
                         location=None if lr_ok else ctx.where(lr_line if peak < 5e-5 else sched_line)))
-    checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line)
+    checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line, lr_low=not lr_ok)
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
         checks.append(check("train-shift", "skip", None, "", "no cross_entropy/nll_loss call observed in train()"))
@@ -329,7 +329,7 @@ def _zero_grad_line(ctx):
     return None
 
 
-def _mechanics_checks(ctx, mech, steps, sched_line):
+def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
     """Training-loop mechanics traced on the student's own train(): zeroed gradients, train mode, scheduler."""
     out = []
     res = mech["grad_residual"][1:]                   # from step 2: step 1 starts from no gradient anyway
@@ -376,10 +376,14 @@ def _mechanics_checks(ctx, mech, steps, sched_line):
     ep = mech["sched_epochs"]
     if len(ep) >= 10:
         moved = max(ep) - min(ep)
-        out.append(check("train-scheduler", "pass" if moved > 0 else "fail", moved,
-                         "> 0: the scheduler the loop creates is stepped",
+        # never stepped; or stepped on under 10% of the optimizer steps while the lr never leaves its start
+        # (stepped only when logging, say): a per-epoch schedule that reaches its lr is a design, not a bug
+        rare = moved < 0.1 * len(ep) and lr_low
+        bad = moved == 0 or rare
+        out.append(check("train-scheduler", "fail" if bad else "pass", moved,
+                         "> 0, and as often as the optimizer while the lr has not reached its peak",
                          f"scheduler.last_epoch advanced {moved} time(s) over {len(ep)} optimizer steps",
-                         location=ctx.where(mech.get("step_line") or sched_line) if moved == 0 else None))
+                         location=ctx.where(mech.get("step_line") or sched_line) if bad else None))
     return out
 
 
