@@ -380,10 +380,15 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
         # (stepped only when logging, say): a per-epoch schedule that reaches its lr is a design, not a bug
         rare = moved < 0.1 * len(ep) and lr_low
         bad = moved == 0 or rare
+        where = mech.get("step_line") or sched_line
+        if rare:         # the scheduler's own .step() call, the one in the wrong place
+            steps_at = [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".step()")
+                        if ln != mech.get("step_line")]
+            where = steps_at[0] if steps_at else where
         out.append(check("train-scheduler", "fail" if bad else "pass", moved,
                          "> 0, and as often as the optimizer while the lr has not reached its peak",
                          f"scheduler.last_epoch advanced {moved} time(s) over {len(ep)} optimizer steps",
-                         location=ctx.where(mech.get("step_line") or sched_line) if bad else None))
+                         location=ctx.where(where) if bad else None))
     return out
 
 
