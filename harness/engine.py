@@ -140,7 +140,11 @@ def diagnose(result: dict) -> list[dict]:
             out.append(_diag("grader-fault", 0.5, [say(c)]))
         elif c["status"] == "error" and not d.get("could_not_measure"):
             cid = "timeout" if d.get("timeout") else "forward-error"
-            out.append(_diag(cid, 0.6, [say(c)], c.get("location")))
+            same = next((o for o in out if o["id"] == cid and o.get("_message") == d.get("message")), None)
+            if same is not None:     # one exception met by several checks: one finding, the others listed
+                same["evidence"].append("also " + say(c))
+            else:
+                out.append(dict(_diag(cid, 0.6, [say(c)], c.get("location")), _message=d.get("message")))
         else:
             u = _unexplained(c)
             same = next((o for o in out if o["id"] == "unexplained-failure" and u["location"] and o["location"]
@@ -162,6 +166,8 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
+    for d in out:
+        d.pop("_message", None)
     return out
 
 
