@@ -235,9 +235,13 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     chan = _Channel(nonce, t0, on_event)
     proc = None
     try:
-        name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
-        shutil.copyfile(submission, work / name)
-        static = _static_findings(work / name, str(submission))
+        if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
+            name = "repo"
+            static = _copy_repo(submission, work / name)
+        else:
+            name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
+            shutil.copyfile(submission, work / name)
+            static = _static_findings(work / name, str(submission))
         r, w = os.pipe()
         key_r, key_w = os.pipe()
         os.write(key_w, (nonce + "\n").encode())
@@ -404,9 +408,38 @@ def _static_findings(copy: Path, display: str) -> list[dict]:
         return []
 
 
+REPO_MAX_FILES, REPO_MAX_BYTES, REPO_FILE_BYTES = 3000, 40 * 1024 * 1024, 2 * 1024 * 1024
+
+
+def _copy_repo(src: Path, dst: Path) -> list[dict]:
+    """Copy a repository's Python files (no data, no .git, no links) into the work folder; scan them."""
+    from .lm_loader import SKIP_DIRS
+    static, n, total = [], 0, 0
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            if not f.endswith(".py") or p.is_symlink() or not p.is_file():
+                continue
+            size = p.stat().st_size
+            if size > REPO_FILE_BYTES or n >= REPO_MAX_FILES or total + size > REPO_MAX_BYTES:
+                continue
+            rel = p.relative_to(src)
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dst / rel)
+            n, total = n + 1, total + size
+            if rel.parts[0] != "tests" or rel.name == "adapters.py":   # the course's own tests are not run
+                for finding in _static_findings(dst / rel, f"{src}/{rel}"):
+                    finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
+                        if finding.get("location") else None
+                    static.append(finding)
+    dst.mkdir(exist_ok=True)
+    return static
+
+
 def _empty_payload(assignment: str) -> dict:
     return {"checks": [], "load": {"ok": True}, "skipped_code": [], "artifacts": {}, "stdout": "", "timings": {},
-            "assignment": assignment if assignment in ("reversal", "block") else None}
+            "assignment": assignment if assignment in ("reversal", "block", "lm") else None}
 
 
 def _with_parent_checks(payload: dict, channel: list, static: list, display: str) -> dict:

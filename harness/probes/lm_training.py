@@ -1,0 +1,176 @@
+"""`lm` probes of the training pieces: cross-entropy, AdamW, the cosine schedule, gradient clipping, get_batch."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .base import StudentError, check, rnd
+from .lm_common import Outcome, call, compare, exception_outcome, gen, reference, run_cases, verdict
+
+
+def cross_entropy(ctx):
+    def make(k, b, v, scale):
+        def build():
+            g = gen(ctx.seed, 120 + k)
+            return torch.randn(b, v, generator=g) * scale, torch.randint(0, v, (b,), generator=g)
+        return build
+    cases = [("logits[8, 20]", make(0, 8, 20, 2.0)), ("logits[5, 11] x 1000 (large logits)", make(1, 5, 11, 1000.0)),
+             ("logits[1, 50]", make(2, 1, 50, 1.0))]
+    return run_cases(ctx, "cross-entropy", cases, "large logits")
+
+
+def _params(seed, k, dtype=torch.float32):
+    g = gen(seed, k)
+    shapes = [(4, 3), (3,), (2, 5, 2)]
+    return [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in shapes]
+
+
+def _grads(params, step, seed):
+    """Seeded gradients for one step, the same for the student's and the reference's optimizer."""
+    g = gen(seed, 500 + step)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g).to(p.dtype) * 0.5 + 0.1 * p.detach()
+
+
+def _adamw_run(cls, seed, dtype, steps, hp):
+    params = _params(seed, 130, dtype)
+    opt = cls(params, **hp)
+    for t in range(steps):
+        _grads(params, t, seed)
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in params])
+
+
+def adamw(ctx):
+    hp = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    ref_cls = reference().get_adamw_cls()
+    try:
+        cls = call(ctx, "adamw", (), "get_adamw_cls()")
+        if not isinstance(cls, type):
+            raise Outcome(check("lm-adamw", "error", {"problem": f"returned {type(cls).__name__}"},
+                                "an Optimizer class", "get_adamw_cls() did not return a class",
+                                data={"component": "adamw", "kind": "interface", "adapter": "get_adamw_cls"}))
+        rows = []
+        for steps in (1, 15):
+            desc = f"{steps} steps, lr 1e-2, betas (0.9, 0.95), weight decay 0.1"
+            try:
+                with ctx.student(f"{cls.__name__}.step()", seconds=ctx.budget(30.0)):
+                    got = _adamw_run(cls, ctx.seed, torch.float32, steps, hp)
+            except StudentError as e:    # the optimizer's own methods raised: classify like an adapter's
+                if isinstance(e.exc, MemoryError):
+                    raise
+                raise exception_outcome("adamw", e.exc, desc) from None
+            ref64 = _adamw_run(ref_cls, ctx.seed, torch.float64, steps, hp)
+            ref32 = _adamw_run(ref_cls, ctx.seed, torch.float32, steps, hp)
+            rows.append(compare("adamw", desc, got, ref64, ref32))
+    except Outcome as o:
+        return [o.check]
+    return [verdict("adamw", rows, "parameters after 1 and 15 steps")]
+
+
+def lr_schedule(ctx):
+    ref = reference().run_get_lr_cosine_schedule
+    rows, worst = [], None
+    try:
+        for hp in ((1.0, 0.1, 7, 21), (3e-4, 3e-5, 10, 100)):
+            got, want = [], []
+            for it in list(range(0, hp[3] + 6)):
+                v = call(ctx, "lr-schedule", (it, *hp), f"it={it}, max/min/warmup/cycle={hp}")
+                try:
+                    v = float(v)
+                except (TypeError, ValueError):
+                    raise Outcome(check("lm-lr-schedule", "error", {"returned": type(v).__name__}, "a number",
+                                        f"returned {type(v).__name__} at it={it}",
+                                        data={"component": "lr-schedule", "kind": "interface"}))
+                got.append(v)
+                want.append(float(ref(it, *hp)))
+            g, w = torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64)
+            row = compare("lr-schedule", f"max/min/warmup/cycle = {hp}", g, w, w)
+            bad = [i for i in range(len(got)) if abs(got[i] - want[i]) > 1e-6 * hp[0] + 1e-12]
+            if bad:
+                row["ok"] = False
+                row["first_bad_it"] = bad[0]
+                row["got"], row["want"] = rnd(got[bad[0]], 9), rnd(want[bad[0]], 9)
+                worst = worst or row
+            rows.append(row)
+    except Outcome as o:
+        return [o.check]
+    c = verdict("lr-schedule", rows, "every iteration through the cycle and past it")
+    if worst:
+        c["detail"] = (f"at it={worst['first_bad_it']} ({worst['case']}) returned {worst['got']}, expected "
+                       f"{worst['want']}")
+    return [c]
+
+
+def gradient_clipping(ctx):
+    ref = reference().run_gradient_clipping
+    rows = []
+
+    def setup(k, scale):
+        g = gen(ctx.seed, 140 + k)
+        ps = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in ((5, 4), (7,), (3, 3), (2,))]
+        for p in ps[:-1]:
+            p.grad = torch.randn(p.shape, generator=g) * scale
+        ps[-1].requires_grad_(False)        # a frozen parameter without a gradient
+        return ps
+    try:
+        for k, (scale, max_norm, desc) in enumerate(((3.0, 1.0, "gradients above the limit (clipped)"),
+                                                     (0.01, 1.0, "gradients below the limit (unchanged)"))):
+            ps = setup(k, scale)
+            call(ctx, "gradient-clipping", (ps, max_norm), desc)
+            got = torch.cat([p.grad.reshape(-1) for p in ps[:-1] if p.grad is not None]) \
+                if all(p.grad is not None for p in ps[:-1]) else None
+            if got is None:
+                raise Outcome(check("lm-gradient-clipping", "fail", {"grad": None}, "gradients kept",
+                                    f"a gradient became None ({desc})", data={"component": "gradient-clipping",
+                                                                              "kind": "mismatch", "case": desc}))
+            want = setup(k, scale)
+            ref(want, max_norm)
+            w = torch.cat([p.grad.reshape(-1) for p in want[:-1]])
+            rows.append(compare("gradient-clipping", desc, got.detach().float(), w.double(), w))
+    except Outcome as o:
+        return [o.check]
+    return [verdict("gradient-clipping", rows, "global norm above and below the limit")]
+
+
+def get_batch(ctx):
+    """Properties only (the sampling is random): shapes, dtype, targets shifted by one, windows inside the data."""
+    n, b, t = 30, 8, 5
+    data = np.arange(n, dtype=np.int64) + 100           # token k sits at index k - 100
+    starts, problems = set(), []
+    try:
+        for draw in range(20):
+            out = call(ctx, "get-batch", (data, b, t, "cpu"), f"dataset of {n} tokens, batch {b}, context {t}")
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise Outcome(check("lm-get-batch", "error", {"returned": type(out).__name__}, "(x, y)",
+                                    "run_get_batch did not return a pair (x, y)",
+                                    data={"component": "get-batch", "kind": "interface"}))
+            x, y = (torch.as_tensor(np.asarray(o.cpu()) if isinstance(o, torch.Tensor) else o) for o in out)
+            if tuple(x.shape) != (b, t) or tuple(y.shape) != (b, t):
+                problems.append(f"shapes {list(x.shape)} and {list(y.shape)}, expected [{b}, {t}] each")
+                break
+            if out[0].dtype != torch.long or out[1].dtype != torch.long:
+                problems.append(f"dtypes {out[0].dtype}, {out[1].dtype}; expected torch.long (token ids)")
+                break
+            if not bool((x[:, 1:] == x[:, :-1] + 1).all()):
+                problems.append("an input row is not a contiguous window of the dataset")
+                break
+            if not bool((y == x + 1).all()):
+                problems.append("targets are not the inputs shifted by one token (y[i] = dataset[start + i + 1])")
+                break
+            lo, hi = int(x[:, 0].min()) - 100, int(x[:, 0].max()) - 100
+            if lo < 0 or hi > n - t - 1:
+                problems.append(f"a window starts at {hi if hi > n - t - 1 else lo}; valid starts are 0..{n - t - 1}")
+                break
+            starts.update(int(s) - 100 for s in x[:, 0])
+    except Outcome as o:
+        return [o.check]
+    if not problems and len(starts) < 5:
+        problems.append(f"only {len(starts)} different window starts in {20 * b} samples (not random)")
+    data_ = {"component": "get-batch", "adapter": "run_get_batch", "starts_seen": sorted(starts)[:40]}
+    if problems:
+        data_.update(kind="mismatch", case="dataset of 30 tokens")
+        return [check("lm-get-batch", "fail", {"problem": problems[0]}, "random windows, y = x shifted by one",
+                      problems[0], data=data_)]
+    return [check("lm-get-batch", "pass", {"starts": len(starts)}, "random windows, y = x shifted by one",
+                  f"{len(starts)} different starts in {20 * b} samples, all valid; y = x + 1", data=data_)]
