@@ -13,7 +13,14 @@ import click
 
 import mutants as library
 
-_ASSIGNMENT = click.Choice(list(library.ASSIGNMENTS))
+_ASSIGNMENT = click.Choice(list(library.ALL_ASSIGNMENTS))
+
+
+def _select(assignment: str | None) -> list[library.Mutant]:
+    """The lessons' mutants by default; the lm ones (not yet diagnosed by rules) only when asked for."""
+    if assignment == "lm":
+        return list(library.LM_MUTANTS)
+    return [m for m in library.MUTANTS if assignment is None or m.assignment == assignment]
 _WIDTH = 88
 
 
@@ -42,9 +49,9 @@ def _style_diff_line(line: str) -> str:
 
 def _lookup(mutant_id: str) -> library.Mutant:
     try:
-        return library.get(mutant_id)
+        return library.get_any(mutant_id)
     except KeyError:
-        ids = [m.id for m in library.MUTANTS]
+        ids = [m.id for m in library.ALL_MUTANTS]
         close = difflib.get_close_matches(mutant_id, ids, n=3, cutoff=0.6)
         message = f"unknown mutant {mutant_id!r}."
         if close:
@@ -59,10 +66,11 @@ def mutants_group() -> None:
 
 
 @mutants_group.command(name="list")
-@click.option("--assignment", type=_ASSIGNMENT, default=None, help="Only this assignment's mutants.")
+@click.option("--assignment", type=_ASSIGNMENT, default=None,
+              help="Only this assignment's mutants (lm's are listed only with --assignment lm).")
 def list_command(assignment: str | None) -> None:
     """One line per mutant: id, cause, summary."""
-    selected = [m for m in library.MUTANTS if assignment is None or m.assignment == assignment]
+    selected = _select(assignment)
     if not selected:
         return
     id_width = max(len(m.id) for m in selected)
@@ -80,7 +88,8 @@ def show_command(mutant_id: str, color_mode: str) -> None:
     """The diff of mutant ID against its reference, its explanation and lesson passage."""
     mutant = _lookup(mutant_id)
     colour = _use_colour(color_mode)
-    click.echo(f"{mutant.id}  (cause: {mutant.cause}, assignment: {mutant.assignment})", color=colour)
+    component = f", component: {mutant.component}" if getattr(mutant, "component", "") else ""
+    click.echo(f"{mutant.id}  (cause: {mutant.cause}, assignment: {mutant.assignment}{component})", color=colour)
     click.echo(mutant.summary, color=colour)
     click.echo("", color=colour)
     for line in library.diff(mutant).splitlines():
@@ -102,10 +111,13 @@ def show_command(mutant_id: str, color_mode: str) -> None:
 def export_command(directory: str, assignment: str | None, force: bool) -> None:
     """Write each mutant as an anonymous submission_NN.py plus manifest.json/.csv.
 
+    An lm mutant is also written as a repository, submission_NN/ (tests/adapters.py
+    and the package it imports).
+
     The file names do not reveal the bug; the manifests (for the instructor) map
     each file to its mutant id, cause and assignment.
     """
-    selected = [m for m in library.MUTANTS if assignment is None or m.assignment == assignment]
+    selected = _select(assignment)
     try:
         plan = library.export_submissions(directory, selected, force=force)
     except library.ExportError as exc:

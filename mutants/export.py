@@ -3,7 +3,9 @@
 File names carry no hint of the bug: ``submission_07.py``, numbered by a
 deterministic shuffle (seeded by SHUFFLE_SEED). ``manifest.json`` and
 ``manifest.csv`` map each file to its mutant id, cause and assignment. Nothing
-is overwritten unless ``force`` is given.
+is overwritten unless ``force`` is given. An `lm` mutant is written in both of
+its assignment's forms: ``submission_07.py`` (one file) and ``submission_07/``
+(a repository: tests/adapters.py + cs336_basics/), each with a manifest row.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import random
 from pathlib import Path
 
+from . import lm_export
 from .model import Mutant, source
 
 SHUFFLE_SEED = 20240607
@@ -41,9 +44,18 @@ def plan_export(mutants: tuple[Mutant, ...] | list[Mutant]) -> list[tuple[str, M
     return [(f"submission_{n:0{width}d}.py", m) for n, m in enumerate(ordered, start=1)]
 
 
+def _folder(name: str) -> str:
+    """The repository form's folder of a submission file: submission_07.py -> submission_07."""
+    return name[:-len(".py")]
+
+
 def _manifest_rows(plan: list[tuple[str, Mutant]]) -> list[dict[str, str]]:
-    return [{"file": name, "id": m.id, "cause": m.cause, "assignment": m.assignment,
-             "reference": m.reference} for name, m in plan]
+    rows = []
+    for name, m in plan:
+        names = [name] + ([_folder(name) + "/"] if m.assignment == "lm" else [])
+        rows += [{"file": n, "id": m.id, "cause": m.cause, "assignment": m.assignment,
+                  "reference": m.reference} for n in names]
+    return rows
 
 
 def export_submissions(directory: str | Path, mutants, force: bool = False) -> list[tuple[str, Mutant]]:
@@ -55,6 +67,7 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
     directory = Path(directory)
     plan = plan_export(mutants)
     targets = [directory / name for name, _ in plan] + [directory / MANIFEST_JSON, directory / MANIFEST_CSV]
+    targets += [directory / _folder(name) for name, m in plan if m.assignment == "lm"]
     existing = [p for p in targets if p.exists()]
     if existing and not force:
         shown = ", ".join(p.name for p in existing[:5]) + (" ..." if len(existing) > 5 else "")
@@ -62,6 +75,9 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
             f"{len(existing)} file(s) already exist in {directory} ({shown}); "
             "refusing to overwrite them (use --force to replace them)", existing)
     texts = {name: _as_submission(source(m), m.assignment) for name, m in plan}  # build all before writing
+    for name, m in plan:
+        if m.assignment == "lm":
+            texts.update({f"{_folder(name)}/{path}": text for path, text in lm_export.repo_files(source(m)).items()})
     rows = _manifest_rows(plan)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
@@ -70,6 +86,7 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
 
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(text, encoding="utf-8")
     manifest = {row["file"]: {k: row[k] for k in MANIFEST_FIELDS if k != "file"} for row in rows}
     (directory / MANIFEST_JSON).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -80,6 +97,8 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
 def _as_submission(text: str, assignment: str) -> str:
     """The mutant as a student's file: the reference's module docstring (which says it is the reference,
     and so gives the exercise away) becomes a neutral one."""
+    if assignment == "lm":
+        return lm_export.single_file(text)
     import ast
     tree = ast.parse(text)
     first = tree.body[0] if tree.body else None
