@@ -98,7 +98,7 @@ class ComponentRule:
             f = Finding(0.9, [f"{self.comp} ({name}) fails on the interface: {detail}", say(c)], c.get("location"),
                         explains=_downstream(self.comp))
         else:
-            f = Finding(0.6, [f"{self.comp} ({name}) raised: {c['detail']}"], c.get("location"),
+            f = Finding(0.6, [f"{self.comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
                         explains=_downstream(self.comp))
         f.component = self.comp
         return f

@@ -48,10 +48,14 @@ def embedding_cases(seed):
 def rmsnorm_cases(seed):
     # scale 1e-3: the mean square (1e-6) is below eps, so where eps goes matters; scale 30: large activations
     shapes = [((2, 7, 16), 1.0, 1e-5), ((3, 16), 1e-3, 1e-5), ((2, 2, 5, 16), 30.0, 1e-5), ((4, 16), 1e-3, 1e-3)]
-    return [(f"x{list(x)} scale {sc} eps {eps}", _case(seed, 20 + k, lambda g, x=x, sc=sc, eps=eps:
-                                                       (x[-1], eps, 1 + 0.2 * _randn(g, x[-1]),
-                                                        _randn(g, *x, scale=sc))))
-            for k, (x, sc, eps) in enumerate(shapes)]
+    out = [(f"x{list(x)} scale {sc} eps {eps}", _case(seed, 20 + k, lambda g, x=x, sc=sc, eps=eps:
+                                                      (x[-1], eps, 1 + 0.2 * _randn(g, x[-1]),
+                                                       _randn(g, *x, scale=sc))))
+           for k, (x, sc, eps) in enumerate(shapes)]
+    # float16 activations of ~300: their squares (9e4) overflow float16 (max 65504) unless upcast first
+    out.append(("x[3, 16] float16 scale 300", _case(seed, 29, lambda g: (
+        16, 1e-5, (1 + 0.2 * _randn(g, 16)).half(), _randn(g, 3, 16, scale=300.0).half()))))
+    return out
 
 
 def silu_cases(seed):

@@ -25,18 +25,18 @@ def _params(seed, k, dtype=torch.float32):
     return [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in shapes]
 
 
-def _grads(params, step, seed):
+def _grads(params, step, seed, scale):
     """Seeded gradients for one step, the same for the student's and the reference's optimizer."""
     g = gen(seed, 500 + step)
     for p in params:
-        p.grad = torch.randn(p.shape, generator=g).to(p.dtype) * 0.5 + 0.1 * p.detach()
+        p.grad = (torch.randn(p.shape, generator=g).to(p.dtype) * 0.5 + 0.1 * p.detach()) * scale
 
 
-def _adamw_run(cls, seed, dtype, steps, hp):
+def _adamw_run(cls, seed, dtype, steps, hp, scale=1.0):
     params = _params(seed, 130, dtype)
     opt = cls(params, **hp)
     for t in range(steps):
-        _grads(params, t, seed)
+        _grads(params, t, seed, scale)
         opt.step()
     return torch.cat([p.detach().reshape(-1) for p in params])
 
@@ -51,21 +51,22 @@ def adamw(ctx):
                                 "an Optimizer class", "get_adamw_cls() did not return a class",
                                 data={"component": "adamw", "kind": "interface", "adapter": "get_adamw_cls"}))
         rows = []
-        for steps in (1, 15):
-            desc = f"{steps} steps, lr 1e-2, betas (0.9, 0.95), weight decay 0.1"
+        # gradients of 1e-4: sqrt(v) ~ 1e-5 is then comparable to eps, so where eps goes shows
+        for steps, scale in ((1, 1.0), (15, 1.0), (5, 1e-4)):
+            desc = f"{steps} steps, lr 1e-2, betas (0.9, 0.95), weight decay 0.1, gradients ~{scale:g}"
             try:
                 with ctx.student(f"{cls.__name__}.step()", seconds=ctx.budget(30.0)):
-                    got = _adamw_run(cls, ctx.seed, torch.float32, steps, hp)
+                    got = _adamw_run(cls, ctx.seed, torch.float32, steps, hp, scale)
             except StudentError as e:    # the optimizer's own methods raised: classify like an adapter's
                 if isinstance(e.exc, MemoryError):
                     raise
                 raise exception_outcome("adamw", e.exc, desc) from None
-            ref64 = _adamw_run(ref_cls, ctx.seed, torch.float64, steps, hp)
-            ref32 = _adamw_run(ref_cls, ctx.seed, torch.float32, steps, hp)
+            ref64 = _adamw_run(ref_cls, ctx.seed, torch.float64, steps, hp, scale)
+            ref32 = _adamw_run(ref_cls, ctx.seed, torch.float32, steps, hp, scale)
             rows.append(compare("adamw", desc, got, ref64, ref32))
     except Outcome as o:
         return [o.check]
-    return [verdict("adamw", rows, "parameters after 1 and 15 steps")]
+    return [verdict("adamw", rows, "parameters after 1, 5 and 15 steps, large and tiny gradients")]
 
 
 def lr_schedule(ctx):
@@ -137,7 +138,7 @@ def get_batch(ctx):
     """Properties only (the sampling is random): shapes, dtype, targets shifted by one, windows inside the data."""
     n, b, t = 30, 8, 5
     data = np.arange(n, dtype=np.int64) + 100           # token k sits at index k - 100
-    starts, problems = set(), []
+    starts, problems, same_rows = set(), [], 0
     try:
         for draw in range(20):
             out = call(ctx, "get-batch", (data, b, t, "cpu"), f"dataset of {n} tokens, batch {b}, context {t}")
@@ -163,8 +164,11 @@ def get_batch(ctx):
                 problems.append(f"a window starts at {hi if hi > n - t - 1 else lo}; valid starts are 0..{n - t - 1}")
                 break
             starts.update(int(s) - 100 for s in x[:, 0])
+            same_rows += int(bool((x == x[:1]).all()))
     except Outcome as o:
         return [o.check]
+    if not problems and same_rows == 20:     # 8 rows from 25 starts are all equal by chance with p = 25^-7
+        problems.append(f"every row of every batch is the same window (in 20 batches of {b})")
     if not problems and len(starts) < 5:
         problems.append(f"only {len(starts)} different window starts in {20 * b} samples (not random)")
     data_ = {"component": "get-batch", "adapter": "run_get_batch", "starts_seen": sorted(starts)[:40]}
