@@ -75,7 +75,9 @@ def lr_schedule(ctx):
     try:
         for hp in ((1.0, 0.1, 7, 21), (3e-4, 3e-5, 10, 100)):
             got, want = [], []
-            for it in list(range(0, hp[3] + 6)):
+            w, c = hp[2], hp[3]     # all of warmup and its end, the cosine part sampled, the cycle's end and after
+            its = sorted(set(range(0, w + 3)) | set(range(w, c, max(1, (c - w) // 12))) | set(range(c - 2, c + 6)))
+            for it in its:
                 v = call(ctx, "lr-schedule", (it, *hp), f"it={it}, max/min/warmup/cycle={hp}")
                 try:
                     v = float(v)
@@ -90,7 +92,7 @@ def lr_schedule(ctx):
             bad = [i for i in range(len(got)) if abs(got[i] - want[i]) > 1e-6 * hp[0] + 1e-12]
             if bad:
                 row["ok"] = False
-                row["first_bad_it"] = bad[0]
+                row["first_bad_it"] = its[bad[0]]
                 row["got"], row["want"] = rnd(got[bad[0]], 9), rnd(want[bad[0]], 9)
                 worst = worst or row
             rows.append(row)

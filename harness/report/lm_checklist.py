@@ -59,4 +59,10 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
         cur += styled + "  "
         n += len(plain) + 2
     lines.append(cur.rstrip())
+    imports = next((c for c in result.get("checks") or [] if isinstance(c, dict) and c.get("id") == "lm-imports"), None)
+    failed = ((imports or {}).get("data") or {}).get("import_failures") or []
+    mods = sorted({str(n.get("missing_module") or n.get("error", "?"))[:60] for n in failed if isinstance(n, dict)})
+    if mods:    # not an error by itself: only a component that uses the name fails (and then says so)
+        text = f"  imports    not available: {', '.join(mods[:5])} (only code that uses them would fail)"
+        lines.append(st(text[:width], dim=True))
     return lines
