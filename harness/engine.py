@@ -81,7 +81,8 @@ def diagnose(result: dict) -> list[dict]:
         f = rule.diagnose(ev)
         if f is None:
             continue
-        found.append((f, rule.CAUSE))
+        for one in (f if isinstance(f, list) else [f]):   # lm's rules find one per component
+            found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
     for f, cause in found:

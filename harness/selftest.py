@@ -110,6 +110,7 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
         if case.component:            # lm, first round: the top diagnosis names the mutant's component
             row["top_component"] = diags[0].get("component") if diags else None
             row["ok"] = row["top_component"] == case.component
+            row["cause_ok"] = row["top"] == case.expected
             row["top"] = f"{row['top']} [{row['top_component']}]"
         row["second_strong"] = any(c >= 0.5 for _, c in row["others"]) if case.expected else False
         if on_done:
@@ -131,6 +132,7 @@ def summarise(rows) -> dict:
             "located": sum(1 for r in mut if r.get("line_ok")), "single_line_mutants":
                 sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1),
             "single_line_located": sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1 and r.get("line_ok")),
+            "cause_top1": sum(1 for r in mut if r.get("cause_ok")),
             "median_s": secs[len(secs) // 2] if secs else None, "passed":
                 len(ok_mut) == len(mut) and not false_alarms and not any(r["second_strong"] for r in mut)}
 
@@ -151,7 +153,9 @@ def table(rows, summary) -> str:
     lines.append(f"\nmutants: {s['top1_correct']}/{s['mutants']} top-1 correct ({s['accuracy']:.0%}); "
                  f"false alarms on correct code: {s['false_alarms']}/{s['correct_cases']}; "
                  f"mutants with a second diagnosis >= 0.5: {s['second_strong']}; median {s['median_s']} s per check\n"
-                 f"reported line on the mutated line: {s['located']}/{s['mutants']} "
+                 + (f"lm: top diagnosis is the mutant's own cause (fingerprint) for {s['cause_top1']}/{s['mutants']}\n"
+                    if any("cause_ok" in r for r in rows) else "")
+                 + f"reported line on the mutated line: {s['located']}/{s['mutants']} "
                  f"(single-line mutants: {s['single_line_located']}/{s['single_line_mutants']})")
     return "\n".join(lines)
 

@@ -21,6 +21,15 @@ RULES = (
     heads_split_wrong,
 ) + lm_component.RULES   # lm: objects, one per component and kind of failure (see lm_component.py)
 
-# one Cause per id (lm's rules reuse missing-module and forward-error, restricted to their assignment)
-CAUSES = tuple({c.id: c for c in dict.fromkeys(tuple(m.CAUSE for m in RULES) + load_failures.CAUSES)}.values())
+
+def _first_per_id(causes) -> tuple:
+    """One Cause per id, the first: lm reuses missing-module, forward-error and the lessons' bug ids."""
+    out = {}
+    for c in causes:
+        out.setdefault(c.id, c)
+    return tuple(out.values())
+
+
+CAUSES = _first_per_id(tuple(m.CAUSE for m in RULES if m.CAUSE.assignments != ("lm",)) + load_failures.CAUSES
+                       + tuple(m.CAUSE for m in RULES) + lm_component.CAUSES)
 BY_ID = {c.id: c for c in CAUSES}

@@ -2,8 +2,10 @@
 
 A component is diagnosed only where its failure starts: when a component it is
 normally built from (DEPS) fails too, its failure is folded into that one's
-evidence ("also explains"). Rules are objects, one per component and kind, so
-that independent failures each get their own diagnosis.
+evidence ("also explains"). A rule returns one finding per component where a
+failure starts, so that independent failures each get their own diagnosis. A
+failing component whose outputs equal a known bug's (a mutant fingerprint) is
+diagnosed as that bug.
 """
 from __future__ import annotations
 
@@ -41,9 +43,6 @@ NOT_IMPLEMENTED = Cause(
 LM_MISSING_MODULE = replace(MISSING_MODULE, assignments=LM)
 LM_FORWARD = replace(FORWARD, assignments=LM)
 
-INTERFACE_CAUSES = (INTERFACE, NOT_IMPLEMENTED)
-
-
 def _upstream(comp: str) -> set:
     out, todo = set(), list(DEPS.get(comp, ()))
     while todo:
@@ -73,34 +72,66 @@ def _interface_detail(msg: str) -> str:
     return msg[:300]
 
 
-class ComponentRule:
-    """One component, one kind of failure (mismatch | interface | error)."""
+def _fingerprint_cause(fp: dict) -> Cause:
+    return FINGERPRINT_CAUSES.get(fp.get("cause")) or MISMATCH
 
-    def __init__(self, comp: str, kind: str):
-        self.comp, self.kind = comp, kind
+
+class ComponentRule:
+    """One kind of failure (mismatch | interface | error), one finding per component where it starts."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
         self.CAUSE = {"mismatch": MISMATCH, "interface": INTERFACE, "error": LM_FORWARD}[kind]
-        self.__name__ = f"lm_{comp}_{kind}"
+        self.__name__ = f"lm_{kind}"
 
     def diagnose(self, ev):
-        c = ev.get(f"lm-{self.comp}")
+        found = [f for comp, _, _ in COMPONENTS for f in [self._one(ev, comp)] if f is not None]
+        return found or None
+
+    def _one(self, ev, comp):
+        c = ev.get(f"lm-{comp}")
         if not c or c["status"] not in ("fail", "error"):
             return None
         d = c.get("data") or {}
         kind = {"shape": "mismatch", "timeout": "error", "missing-module": None}.get(d.get("kind"), d.get("kind"))
-        if kind != self.kind or any(_broken(ev, u) for u in _upstream(self.comp)):
+        if kind != self.kind or any(_broken(ev, u) for u in _upstream(comp)):
             return None
-        name = ADAPTER[self.comp]
-        if self.kind == "mismatch":
-            ev_lines = [f"{self.comp} ({name}) differs from the reference: " + c["detail"], say(c)]
-            f = Finding(0.6, ev_lines, c.get("location"), explains=_downstream(self.comp))
+        name = ADAPTER[comp]
+        below = {comp} | {x[3:] for x in _downstream(comp)}
+        props = [p for p in ev.by_id.values() if (p.get("data") or {}).get("property")
+                 and (p.get("data") or {}).get("component") in below]
+        explains = (f"lm-{comp}",) + _downstream(comp) + tuple(p["id"] for p in props)
+        own = [p for p in props if p["status"] == "fail" and p["data"]["component"] == comp]
+        fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None
+        if self.kind == "mismatch" and fp and fp.get("cause"):
+            # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
+            also = f" (also equal to: {', '.join(fp['also_matches'])})" if fp.get("also_matches") else ""
+            f = Finding(0.95 if not fp.get("also_matches") else 0.8,
+                        [f"{comp} ({name}) equals the reference with '{fp.get('summary')}' to "
+                         f"{fp.get('max_abs'):.1g} on {fp.get('draws')} draws{also}", say(c),
+                         str(fp.get("explanation") or "")[:600]],
+                        c.get("location"), explains=explains, fix=fp.get("fix") or None)
+            f.cause = _fingerprint_cause(fp)
+        elif self.kind == "mismatch" and d.get("diagnosis") in FINGERPRINT_CAUSES:
+            f = Finding(0.9, [f"{comp} ({name}): {c['detail']}", say(c)], c.get("location"), explains=explains)
+            f.cause = FINGERPRINT_CAUSES[d["diagnosis"]]
+        elif self.kind == "mismatch" and own and _property_cause(own[0]):
+            # symptom (differs from the reference) and mechanism (a property every correct one has fails)
+            p = own[0]
+            f = Finding(0.85, [f"{comp} ({name}): {p['detail']}", say(p), say(c)], c.get("location"),
+                        explains=explains)
+            f.cause = _property_cause(p)
+        elif self.kind == "mismatch":
+            f = Finding(0.6, [f"{comp} ({name}) differs from the reference: " + c["detail"], say(c)],
+                        c.get("location"), explains=explains)
         elif self.kind == "interface":
             detail = _interface_detail(str(d.get("message", "")))
-            f = Finding(0.9, [f"{self.comp} ({name}) fails on the interface: {detail}", say(c)], c.get("location"),
-                        explains=_downstream(self.comp))
+            f = Finding(0.9, [f"{comp} ({name}) fails on the interface: {detail}", say(c)], c.get("location"),
+                        explains=explains)
         else:
-            f = Finding(0.6, [f"{self.comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
-                        explains=_downstream(self.comp))
-        f.component = self.comp
+            f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
+                        explains=explains)
+        f.component = comp
         return f
 
 
@@ -143,6 +174,63 @@ class NotImplementedRule:
         return f
 
 
-RULES = (MissingModuleRule(),) + tuple(ComponentRule(comp, kind) for kind in ("interface", "error", "mismatch")
-                                       for comp, _, _ in COMPONENTS) + (NotImplementedRule(),)
-CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED)
+def _mutant_causes() -> dict:
+    """A Cause for every lm mutant's bug (its id is the mutant's cause; the text is the mutant's description)."""
+    try:
+        from mutants import LM_MUTANTS
+    except ImportError:       # an installation without the mutant library: no fingerprints, no causes for them
+        return {}
+    out = {}
+    for m in LM_MUTANTS:
+        out.setdefault(m.cause, Cause(m.cause, m.summary, m.explanation, "A wrong component makes every part built "
+                                      "on it wrong, and training learns less or nothing.",
+                                      "Its outputs equal the reference's with this edit on several random draws.",
+                                      m.lesson, assignments=LM))
+    return out
+
+
+FINGERPRINT_CAUSES = _mutant_causes()
+
+
+def _pc(id, title, what, fix):
+    return Cause(id, title, what, "Every part built on this component inherits the error.",
+                 "A property every correct implementation has fails (check lm-<component>-<property>).", fix,
+                 assignments=LM)
+
+
+PROPERTY_CAUSES = {
+    ("rope", "identity-at-0"): _pc("rope-rotates-at-position-0", "RoPE changes vectors at position 0",
+                                   "At position 0 every rotation angle is 0, so RoPE must return its input unchanged.",
+                                   "The angle of pair i at position m is m * theta^(-2i/d_k): check how the angle is "
+                                   "built from the position."),
+    ("rope", "norm-preserving"): _pc("rope-not-a-rotation", "RoPE is not a rotation",
+                                     "RoPE changes the norm of a vector, so it is not a rotation of each pair.",
+                                     "Rotate each pair (x_2i, x_2i+1) by [[cos, -sin], [sin, cos]]; use each "
+                                     "coordinate once."),
+    ("rope", "relative"): _pc("rope-not-relative", "RoPE scores do not depend on the offset alone",
+                              "q_m . k_n must depend only on m - n; it changes with the absolute positions.",
+                              "Rotate by angle = position x frequency, the same frequencies for q and k, and index "
+                              "by the given token_positions."),
+    ("rmsnorm", "scale-invariant"): _pc("rmsnorm-not-scale-invariant", "RMSNorm depends on the input's scale",
+                                        "RMSNorm(c x) must equal RMSNorm(x): dividing by the root mean square "
+                                        "removes the scale.", "x / sqrt(mean(x^2, dim=-1) + eps) * weight."),
+    ("softmax", "shift-invariant"): _pc("softmax-not-shift-invariant", "Softmax changes when a constant is added",
+                                        "softmax(x + c) must equal softmax(x).",
+                                        "exp(x - max) / sum(exp(x - max)) over the given dim."),
+    ("*", "causal"): _pc("future-tokens-visible", "Attention sees future tokens",
+                         "Outputs at a position change when only a later token changes: the causal mask is missing, "
+                         "inverted or off by one.", "Mask key j for query i whenever j > i (torch.tril of ones, True "
+                                                    "= may attend)."),
+}
+
+
+def _property_cause(p: dict) -> Cause | None:
+    d = p.get("data") or {}
+    if d.get("property") == "shift-invariant" and (p.get("measured") or {}).get("violation") is None:
+        return FINGERPRINT_CAUSES.get("softmax-overflow") or PROPERTY_CAUSES[("softmax", "shift-invariant")]
+    if d.get("property") == "per-token":
+        return FINGERPRINT_CAUSES.get("rmsnorm-wrong-axis")
+    return PROPERTY_CAUSES.get((d.get("component"), d.get("property"))) or PROPERTY_CAUSES.get(("*", d.get("property")))
+RULES = (MissingModuleRule(), ComponentRule("interface"), ComponentRule("error"), ComponentRule("mismatch"),
+         NotImplementedRule())
+CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import attention, block, contract, data, decoding, lm_components, lm_training, model_wiring, padding, positional, training
+from . import attention, block, contract, data, decoding, lm_components, lm_properties, lm_training, model_wiring, padding, positional, training
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tu
     Probe("lm-lr-schedule", lm_training.lr_schedule, ("lm",), "quick"),
     Probe("lm-gradient-clipping", lm_training.gradient_clipping, ("lm",), "quick"),
     Probe("lm-get-batch", lm_training.get_batch, ("lm",), "quick"),
+    # properties every correct implementation has: they say how a failing component is wrong
+    Probe("lm-rope-properties", lm_properties.rope, ("lm",), "quick"),
+    Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, ("lm",), "quick"),
+    Probe("lm-softmax-properties", lm_properties.softmax, ("lm",), "quick"),
+    Probe("lm-causal", lm_properties.causal, ("lm",), "quick"),
 )
 
 PROBES = (

@@ -170,7 +170,7 @@ def probe(comp: str):
     make, what = CASES[comp]
 
     def fn(ctx):
-        return run_cases(ctx, comp, make(ctx.seed), what)
+        return run_cases(ctx, comp, make(ctx.seed), what, redraw=make)
     fn.__name__ = f"lm_{comp.replace('-', '_')}"
     return fn
 

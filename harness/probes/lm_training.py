@@ -5,18 +5,22 @@ import numpy as np
 import torch
 
 from .base import StudentError, check, rnd
-from .lm_common import Outcome, call, compare, exception_outcome, gen, reference, run_cases, verdict
+from .lm_common import Outcome, attach, call, compare, exception_outcome, gen, reference, run_cases, verdict
+from .lm_fingerprint import match_outputs
+
+
+def ce_cases(seed):
+    def make(k, b, v, scale):
+        def build():
+            g = gen(seed, 120 + k)
+            return torch.randn(b, v, generator=g) * scale, torch.randint(0, v, (b,), generator=g)
+        return build
+    return [("logits[8, 20]", make(0, 8, 20, 2.0)), ("logits[5, 11] x 1000 (large logits)", make(1, 5, 11, 1000.0)),
+            ("logits[1, 50]", make(2, 1, 50, 1.0))]
 
 
 def cross_entropy(ctx):
-    def make(k, b, v, scale):
-        def build():
-            g = gen(ctx.seed, 120 + k)
-            return torch.randn(b, v, generator=g) * scale, torch.randint(0, v, (b,), generator=g)
-        return build
-    cases = [("logits[8, 20]", make(0, 8, 20, 2.0)), ("logits[5, 11] x 1000 (large logits)", make(1, 5, 11, 1000.0)),
-             ("logits[1, 50]", make(2, 1, 50, 1.0))]
-    return run_cases(ctx, "cross-entropy", cases, "large logits")
+    return run_cases(ctx, "cross-entropy", ce_cases(ctx.seed), "large logits", redraw=ce_cases)
 
 
 def _params(seed, k, dtype=torch.float32):
@@ -66,17 +70,32 @@ def adamw(ctx):
             rows.append(compare("adamw", desc, got, ref64, ref32))
     except Outcome as o:
         return [o.check]
-    return [verdict("adamw", rows, "parameters after 1, 5 and 15 steps, large and tiny gradients")]
+    c = verdict("adamw", rows, "parameters after 1, 5 and 15 steps, large and tiny gradients")
+    if c["status"] == "fail":
+        settings = ((1, 1.0), (15, 1.0), (5, 1e-4))
+
+        def student_out(d):
+            try:
+                with ctx.student(f"{cls.__name__}.step()", seconds=ctx.budget(30.0)):
+                    return [_adamw_run(cls, ctx.seed + 7919 * d, torch.float32, n, hp, sc) for n, sc in settings]
+            except StudentError as e:
+                raise exception_outcome("adamw", e.exc, "fingerprint draws") from None
+
+        def mutant_out(mod, d, dtype):
+            return [_adamw_run(mod.get_adamw_cls(), ctx.seed + 7919 * d, dtype, n, hp, sc) for n, sc in settings]
+        attach(c, match_outputs(ctx, "adamw", student_out, mutant_out))
+    return [c]
 
 
 def lr_schedule(ctx):
     ref = reference().run_get_lr_cosine_schedule
-    rows, worst = [], None
+    rows, worst, grids = [], None, []
     try:
         for hp in ((1.0, 0.1, 7, 21), (3e-4, 3e-5, 10, 100)):
             got, want = [], []
             w, c = hp[2], hp[3]     # all of warmup and its end, the cosine part sampled, the cycle's end and after
             its = sorted(set(range(0, w + 3)) | set(range(w, c, max(1, (c - w) // 12))) | set(range(c - 2, c + 6)))
+            grids.append((hp, its))
             for it in its:
                 v = call(ctx, "lr-schedule", (it, *hp), f"it={it}, max/min/warmup/cycle={hp}")
                 try:
@@ -99,41 +118,67 @@ def lr_schedule(ctx):
     except Outcome as o:
         return [o.check]
     c = verdict("lr-schedule", rows, "every iteration through the cycle and past it")
+    if c["status"] == "fail":      # deterministic: one draw of every iteration is the whole function
+        def values(fn, student):
+            out = []
+            for hp, its in grids:
+                vals = [float(call(ctx, "lr-schedule", (it, *hp), f"it={it}") if student else fn(it, *hp))
+                        for it in its]
+                out.append(torch.tensor(vals, dtype=torch.float64))
+            return out
+        attach(c, match_outputs(ctx, "lr-schedule", lambda d: values(None, True),
+                                lambda mod, d, dtype: values(mod.run_get_lr_cosine_schedule, False), draws=1))
     if worst:
         c["detail"] = (f"at it={worst['first_bad_it']} ({worst['case']}) returned {worst['got']}, expected "
                        f"{worst['want']}")
     return [c]
 
 
+CLIP_CASES = ((3.0, 1.0, "gradients above the limit (clipped)"), (0.01, 1.0, "gradients below the limit (unchanged)"))
+
+
+def _clip_setup(seed, k, scale, dtype=torch.float32):
+    g = gen(seed, 140 + k)
+    ps = [torch.nn.Parameter(torch.randn(s, generator=g).to(dtype)) for s in ((5, 4), (7,), (3, 3), (2,))]
+    for p in ps[:-1]:
+        p.grad = (torch.randn(p.shape, generator=g) * scale).to(dtype)
+    ps[-1].requires_grad_(False)        # a frozen parameter without a gradient
+    return ps
+
+
+def _clipped(ctx, fn, seed, dtype=torch.float32, student=False) -> list:
+    """The gradients after clipping, per case, as one vector each."""
+    out = []
+    for k, (scale, max_norm, desc) in enumerate(CLIP_CASES):
+        ps = _clip_setup(seed, k, scale, dtype)
+        if student:
+            call(ctx, "gradient-clipping", (ps, max_norm), desc)
+        else:
+            fn(ps, max_norm)
+        if any(p.grad is None for p in ps[:-1]):
+            raise Outcome(check("lm-gradient-clipping", "fail", {"grad": None}, "gradients kept",
+                                f"a gradient became None ({desc})", data={"component": "gradient-clipping",
+                                                                          "kind": "mismatch", "case": desc}))
+        out.append(torch.cat([p.grad.detach().reshape(-1) for p in ps[:-1]]))
+    return out
+
+
 def gradient_clipping(ctx):
     ref = reference().run_gradient_clipping
-    rows = []
-
-    def setup(k, scale):
-        g = gen(ctx.seed, 140 + k)
-        ps = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in ((5, 4), (7,), (3, 3), (2,))]
-        for p in ps[:-1]:
-            p.grad = torch.randn(p.shape, generator=g) * scale
-        ps[-1].requires_grad_(False)        # a frozen parameter without a gradient
-        return ps
     try:
-        for k, (scale, max_norm, desc) in enumerate(((3.0, 1.0, "gradients above the limit (clipped)"),
-                                                     (0.01, 1.0, "gradients below the limit (unchanged)"))):
-            ps = setup(k, scale)
-            call(ctx, "gradient-clipping", (ps, max_norm), desc)
-            got = torch.cat([p.grad.reshape(-1) for p in ps[:-1] if p.grad is not None]) \
-                if all(p.grad is not None for p in ps[:-1]) else None
-            if got is None:
-                raise Outcome(check("lm-gradient-clipping", "fail", {"grad": None}, "gradients kept",
-                                    f"a gradient became None ({desc})", data={"component": "gradient-clipping",
-                                                                              "kind": "mismatch", "case": desc}))
-            want = setup(k, scale)
-            ref(want, max_norm)
-            w = torch.cat([p.grad.reshape(-1) for p in want[:-1]])
-            rows.append(compare("gradient-clipping", desc, got.detach().float(), w.double(), w))
+        got = _clipped(ctx, None, ctx.seed, student=True)
     except Outcome as o:
         return [o.check]
-    return [verdict("gradient-clipping", rows, "global norm above and below the limit")]
+    want64, want32 = _clipped(ctx, ref, ctx.seed, torch.float64), _clipped(ctx, ref, ctx.seed)
+    rows = [compare("gradient-clipping", desc, g.float(), w64, w32)
+            for (_, _, desc), g, w64, w32 in zip(CLIP_CASES, got, want64, want32)]
+    c = verdict("gradient-clipping", rows, "global norm above and below the limit")
+    if c["status"] == "fail":
+        attach(c, match_outputs(ctx, "gradient-clipping",
+                                lambda d: _clipped(ctx, None, ctx.seed + 7919 * d, student=True),
+                                lambda mod, d, dtype: _clipped(ctx, mod.run_gradient_clipping, ctx.seed + 7919 * d,
+                                                               dtype)))
+    return [c]
 
 
 def get_batch(ctx):
@@ -176,6 +221,11 @@ def get_batch(ctx):
     data_ = {"component": "get-batch", "adapter": "run_get_batch", "starts_seen": sorted(starts)[:40]}
     if problems:
         data_.update(kind="mismatch", case="dataset of 30 tokens")
+        # a property observed directly is the mechanism itself (causes: the lm mutants' ids)
+        if problems[0].startswith("targets are not the inputs shifted"):
+            data_["diagnosis"] = "target-not-shifted"
+        elif problems[0].startswith("every row of every batch"):
+            data_["diagnosis"] = "get-batch-one-window"
         return [check("lm-get-batch", "fail", {"problem": problems[0]}, "random windows, y = x shifted by one",
                       problems[0], data=data_)]
     return [check("lm-get-batch", "pass", {"starts": len(starts)}, "random windows, y = x shifted by one",
