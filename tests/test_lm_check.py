@@ -115,13 +115,38 @@ def test_state_dict_key_mismatch_names_both_sides(reference_repo, tmp_path):
     assert len(r["diagnoses"]) == 1       # mha, block and lm fail through Linear: folded in
 
 
-def test_numerical_bug_names_its_component_and_folds_the_rest(reference_repo, tmp_path):
+def test_known_bug_is_named_by_its_fingerprint_and_folds_the_rest(reference_repo, tmp_path):
+    # written differently from the mutant's text: the outputs, not the code, are matched
     edit(reference_repo, "cs336_basics/model.py", "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)",
-         "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True)) + self.eps")
+         "(x * x).mean(-1, keepdim=True).sqrt() + self.eps")
     code, r, _ = check(reference_repo, tmp_path)
-    assert [(d["id"], d["component"]) for d in r["diagnoses"]] == [("component-mismatch", "rmsnorm")]
+    assert [(d["id"], d["component"]) for d in r["diagnoses"]] == [("rmsnorm-eps-outside-sqrt", "rmsnorm")]
+    top = r["diagnoses"][0]
+    assert top["confidence"] >= 0.9 and "5 draws" in top["evidence"][0]
     c = checks(r)["lm-rmsnorm"]
     assert c["status"] == "fail" and c["measured"]["max_rel"] > 1e-2
+    assert len(r["diagnoses"]) == 1
+
+
+def test_bug_outside_the_library_is_named_by_a_property(reference_repo, tmp_path):
+    # positions shifted by one: no mutant does this; RoPE then rotates at position 0
+    edit(reference_repo, "cs336_basics/model.py", "cos = self.cos[token_positions]", "cos = self.cos[token_positions + 1]")
+    edit(reference_repo, "cs336_basics/model.py", "sin = self.sin[token_positions]", "sin = self.sin[token_positions + 1]")
+    code, r, _ = check(reference_repo, tmp_path)
+    top = r["diagnoses"][0]
+    assert (top["id"], top["component"]) == ("rope-rotates-at-position-0", "rope")
+    assert 0.8 <= top["confidence"] < 0.95
+    assert checks(r)["lm-rope-relative"]["status"] == "pass"    # still relative: only the offset is wrong
+    assert [d["id"] for d in r["diagnoses"]] == ["rope-rotates-at-position-0"]
+
+
+def test_causal_leak_beyond_the_library_is_named_by_the_causal_property(reference_repo, tmp_path):
+    edit(reference_repo, "cs336_basics/model.py", "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))",
+         "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")
+    code, r, _ = check(reference_repo, tmp_path)
+    top = r["diagnoses"][0]
+    assert (top["id"], top["component"]) == ("future-tokens-visible", "mha")
+    assert checks(r)["lm-lm-causal"]["status"] == "fail" and len(r["diagnoses"]) == 1
 
 
 def test_single_file_form(tmp_path):

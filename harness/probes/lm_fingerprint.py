@@ -100,11 +100,11 @@ def _best(comp, cands, triples_of, draws: int = DRAWS) -> dict | None:
     hits = []
     for m, mod in cands:
         try:
-            draws = triples_of(mod)
+            outputs = triples_of(mod)
         except Exception:             # the mutant itself raises on these inputs (e.g. a shape bug): no match
             continue
         worst = 0.0
-        for triples in draws:
+        for triples in outputs:
             for got, m64, m32 in triples:
                 d = same(comp, got, m64, m32) if isinstance(m64, torch.Tensor) else None
                 if d is None:
