@@ -29,7 +29,7 @@ def _top_names(root):
     # names a repository can shadow: its packages and top-level modules
     names = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     names |= {p.stem for p in root.glob("*.py")}
-    return names
+    return names - {"tests"}  # adapters.py is loaded by path; never touch the project's tests
 
 
 def _purge(names):
@@ -200,8 +200,10 @@ def cases():
 
 
 # half-precision inputs are compared at half-precision resolution; AdamW at the
-# difference the handout's and torch's placement of eps and of the decay make
-TOL = {"rmsnorm_half": 2e-2, "adamw": 1e-5}
+# difference the handout's and torch's placement of eps and of the decay make; softmax at
+# logits ~1e3 at the float32 rounding of logsumexp (exp(x - logsumexp(x)) is correct code
+# that is off by up to ~8e-5 there)
+TOL = {"rmsnorm_half": 2e-2, "adamw": 1e-5, "softmax_large": 2e-4}
 DEFAULT_TOL = 2e-5
 
 COMPONENT = {  # case -> component named in the manifest
