@@ -152,7 +152,8 @@ def _bind_failed_import(stmt, ns: dict, e: BaseException, code_path: str, flags:
                 ns[local] = Placeholder(local, r2, m2)
                 bound.append(local)
                 reason, missing = r2, m2 or missing
-    STATE.notes.append({"file": display, "line": stmt.lineno, "names": bound, "error": reason, "missing_module": missing})
+    STATE.notes.append({"file": display, "line": stmt.lineno, "names": bound, "error": reason,
+                        "missing_module": missing})
 
 
 def exec_definitions(tree: ast.Module, code_path: str, ns: dict, display: str):

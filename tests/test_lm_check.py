@@ -130,8 +130,9 @@ def test_known_bug_is_named_by_its_fingerprint_and_folds_the_rest(reference_repo
 
 def test_bug_outside_the_library_is_named_by_a_property(reference_repo, tmp_path):
     # positions shifted by one: no mutant does this; RoPE then rotates at position 0
-    edit(reference_repo, "cs336_basics/model.py", "cos = self.cos[token_positions]", "cos = self.cos[token_positions + 1]")
-    edit(reference_repo, "cs336_basics/model.py", "sin = self.sin[token_positions]", "sin = self.sin[token_positions + 1]")
+    for t in ("cos", "sin"):
+        edit(reference_repo, "cs336_basics/model.py", f"{t} = self.{t}[token_positions]",
+             f"{t} = self.{t}[token_positions + 1]")
     code, r, _ = check(reference_repo, tmp_path)
     top = r["diagnoses"][0]
     assert (top["id"], top["component"]) == ("rope-rotates-at-position-0", "rope")

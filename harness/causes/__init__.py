@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from . import (bad_output_init, causal_diagonal_masked, causal_mask_inverted, causal_mask_missing,
                cross_attention_swapped, data_not_reversed, encoder_in_decode_loop, heads_split_wrong, inf_mask_nan,
-               learning_rate_too_low, lm_component, load_failures, make_batch_malformed, missing_embedding_scale, missing_residual,
+               learning_rate_too_low, lm_component, load_failures, make_batch_malformed, missing_embedding_scale,
+               missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, pad_not_ignored, padding_mask_inverted,
                positional_encoding_formula, positional_encoding_trainable, positional_max_len, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import attention, block, contract, data, decoding, lm_components, lm_properties, lm_training, model_wiring, padding, positional, training
+from . import (attention, block, contract, data, decoding, lm_components, lm_properties, lm_training, model_wiring,
+               padding, positional, training)
 
 
 @dataclass(frozen=True)
