@@ -35,6 +35,7 @@ ALIASES = {
     "adapter-arguments-swapped": {"interface-mismatch"}, "adapter-returns-none": {"interface-mismatch"},
     "adapter-weights-in-wrong-order": {"interface-mismatch"}, "block-residual-skips-attention": {"missing-residual"},
     "cosine-floor-starts-late": {"schedule-no-floor", "schedule-cosine-length"},
+    "tensor-created-with-token-ids-dtype": {"interface-mismatch"},   # issue 13 lists it as an interface problem
 }
 GENERIC = {"component-mismatch", "forward-error", "unexplained-failure"}   # say where, not what: never "wrong"
 

@@ -185,9 +185,11 @@ def get_batch(ctx):
     """Properties only (the sampling is random): shapes, dtype, targets shifted by one, windows inside the data."""
     n, b, t = 30, 8, 5
     data = np.arange(n, dtype=np.int64) + 100           # token k sits at index k - 100
-    starts, problems, same_rows = set(), [], 0
+    starts, problems, same_rows, n_draws = set(), [], 0, 40
+    np.random.seed(ctx.seed)          # numpy or torch, whichever the student samples with: reproducible
+    torch.manual_seed(ctx.seed)
     try:
-        for draw in range(20):
+        for draw in range(n_draws):
             out = call(ctx, "get-batch", (data, b, t, "cpu"), f"dataset of {n} tokens, batch {b}, context {t}")
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise Outcome(check("lm-get-batch", "error", {"returned": type(out).__name__}, "(x, y)",
@@ -214,10 +216,15 @@ def get_batch(ctx):
             same_rows += int(bool((x == x[:1]).all()))
     except Outcome as o:
         return [o.check]
-    if not problems and same_rows == 20:     # 8 rows from 25 starts are all equal by chance with p = 25^-7
-        problems.append(f"every row of every batch is the same window (in 20 batches of {b})")
+    if not problems and same_rows == n_draws:   # 8 rows from 25 starts are all equal by chance with p = 25^-7
+        problems.append(f"every row of every batch is the same window (in {n_draws} batches of {b})")
     if not problems and len(starts) < 5:
-        problems.append(f"only {len(starts)} different window starts in {20 * b} samples (not random)")
+        problems.append(f"only {len(starts)} different window starts in {n_draws * b} samples (not random)")
+    # 320 uniform draws from 25 starts miss a given one with p = (24/25)^320 = 2e-6
+    for edge, name in ((0, "first"), (n - t - 1, "last")):
+        if not problems and edge not in starts:
+            problems.append(f"the {name} valid start ({edge}) was never sampled in {n_draws * b} windows: valid "
+                            f"starts are 0..{n - t - 1} (len(dataset) - context_length - 1)")
     data_ = {"component": "get-batch", "adapter": "run_get_batch", "starts_seen": sorted(starts)[:40]}
     if problems:
         data_.update(kind="mismatch", case="dataset of 30 tokens")
@@ -229,4 +236,4 @@ def get_batch(ctx):
         return [check("lm-get-batch", "fail", {"problem": problems[0]}, "random windows, y = x shifted by one",
                       problems[0], data=data_)]
     return [check("lm-get-batch", "pass", {"starts": len(starts)}, "random windows, y = x shifted by one",
-                  f"{len(starts)} different starts in {20 * b} samples, all valid; y = x + 1", data=data_)]
+                  f"{len(starts)} different starts in {n_draws * b} samples, all valid; y = x + 1", data=data_)]
