@@ -31,8 +31,10 @@ OUT_OF_SCOPE = ("get_tokenizer", "run_train_bpe", "run_save_checkpoint", "run_lo
 # Never served from a student's repository: the grader's own packages and what its probes import.
 PROTECTED = {"harness", "mtxdiag", "reference_model", "mutants", "torch", "numpy", "einops", "jaxtyping",
              "regex", "tqdm", "typing_extensions", "click", "pytest"}
-SKIP_DIRS = {".git", ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist", "site-packages",
-             ".tox", ".mypy_cache", ".pytest_cache", "wandb", "data", "checkpoints", "outputs"}
+# Folders never copied or imported: anywhere (environments, caches) and at the repository's top (data, runs).
+SKIP_ANYWHERE = {".git", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".tox", ".mypy_cache",
+                 ".pytest_cache"}
+SKIP_DIRS = SKIP_ANYWHERE | {"env", "build", "dist", "wandb", "data", "checkpoints", "outputs"}
 
 
 

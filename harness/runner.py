@@ -413,10 +413,11 @@ REPO_MAX_FILES, REPO_MAX_BYTES, REPO_FILE_BYTES = 3000, 40 * 1024 * 1024, 2 * 10
 
 def _copy_repo(src: Path, dst: Path) -> list[dict]:
     """Copy a repository's Python files (no data, no .git, no links) into the work folder; scan them."""
-    from .lm_loader import SKIP_DIRS
+    from .lm_loader import SKIP_ANYWHERE, SKIP_DIRS
     static, n, total = [], 0, 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        skip = SKIP_DIRS if Path(dirpath) == src else SKIP_ANYWHERE   # cs336_basics/data/ is code, ./data is not
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
         for f in sorted(filenames):
             p = Path(dirpath) / f
             if not f.endswith(".py") or p.is_symlink() or not p.is_file():
@@ -428,7 +429,10 @@ def _copy_repo(src: Path, dst: Path) -> list[dict]:
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, dst / rel)
             n, total = n + 1, total + size
-            if rel.parts[0] != "tests" or rel.name == "adapters.py":   # the course's own tests are not run
+            # scanned: the adapters and package modules (what the adapters can import); not the course's tests,
+            # nor loose scripts (a training script's eval() never runs in a check and must not read as tampering)
+            in_package = len(rel.parts) > 1 and (src / rel.parts[0] / "__init__.py").is_file()
+            if rel.name == "adapters.py" or (in_package and rel.parts[0] != "tests"):
                 for finding in _static_findings(dst / rel, f"{src}/{rel}"):
                     finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
                         if finding.get("location") else None

@@ -70,6 +70,19 @@ def test_training_loop_at_import_does_not_run(reference_repo, tmp_path):
     assert loop and loop[0]["file"].endswith("cs336_basics/model.py")
 
 
+def test_subpackage_named_data_is_code_and_loose_scripts_are_not_scanned(reference_repo, tmp_path):
+    # ./data holds datasets and is not copied, but cs336_basics/data/ is part of the package
+    write_repo(reference_repo, {"cs336_basics/data/__init__.py": "", "cs336_basics/data/ops.py":
+                                "def same(x):\n    return x\n",
+                                "scripts/train.py": "cfg = eval(open('cfg.txt').read())\n",
+                                "data/notes.py": "raise SystemExit('never imported')\n"})
+    edit(reference_repo, "cs336_basics/model.py", "import math\n", "import math\nfrom cs336_basics.data.ops import same\n")
+    edit(reference_repo, "cs336_basics/model.py", "return x @ self.weight.T ", "return same(x) @ self.weight.T ")
+    code, r, _ = check(reference_repo, tmp_path)
+    assert code == 0 and r["verdict"] == "clean", r["diagnoses"]
+    assert "tamper-static" not in checks(r)
+
+
 def test_missing_package_is_named_for_the_component_that_needs_it(reference_repo, tmp_path):
     edit(reference_repo, "cs336_basics/model.py", "import math\n", "import math\nimport notinstalled_xyz as nx\n")
     edit(reference_repo, "cs336_basics/model.py", "return x @ self.weight.T ", "return nx.matmul(x, self.weight.T) ")

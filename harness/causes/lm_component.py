@@ -43,6 +43,7 @@ NOT_IMPLEMENTED = Cause(
 LM_MISSING_MODULE = replace(MISSING_MODULE, assignments=LM)
 LM_FORWARD = replace(FORWARD, assignments=LM)
 
+
 def _upstream(comp: str) -> set:
     out, todo = set(), list(DEPS.get(comp, ()))
     while todo:
