@@ -161,6 +161,9 @@ def test_causal_leak_beyond_the_library_is_named_by_the_causal_property(referenc
     top = r["diagnoses"][0]
     assert (top["id"], top["component"]) == ("future-tokens-visible", "mha")
     assert checks(r)["lm-lm-causal"]["status"] == "fail" and len(r["diagnoses"]) == 1
+    # located at the student's function that ran for MHA and for no passing component
+    assert top["location"]["file"].endswith("cs336_basics/model.py")
+    assert top["location"]["function"] == "MultiHeadSelfAttention.forward"
 
 
 def test_single_file_form(tmp_path):

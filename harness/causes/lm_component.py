@@ -135,7 +135,25 @@ class ComponentRule:
             f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
                         explains=explains)
         f.component = comp
+        if f.location is None:
+            f.location = _where(ev, comp)
         return f
+
+
+def _where(ev, comp: str) -> dict | None:
+    """The first of the student's functions that ran for this component and for no passing component
+    (a method like RMSNorm.forward rather than its __init__): where the wrong output starts."""
+    fns = (ev.data(f"lm-{comp}") or {}).get("functions") or []
+    passing = {(f[0], f[1]) for c in ev.by_id.values() if c["status"] == "pass" and c["id"].startswith("lm-")
+               for f in ((c.get("data") or {}).get("functions") or []) if isinstance(f, list) and len(f) == 3}
+    mine = [f for f in fns if isinstance(f, list) and len(f) == 3 and (f[0], f[1]) not in passing]
+    adapters = set(ADAPTER.values())     # a functional style implements the component in the adapter itself
+
+    def rank(f):
+        name = str(f[2])
+        return 2 if "__init__" in name or "<" in name else 1 if name in adapters else 0   # <genexpr>, <lambda>
+    pick = min(mine, key=rank) if mine else None      # min is stable: the first call of the best rank
+    return {"file": str(pick[0]), "line": int(pick[1]), "function": str(pick[2])} if pick else None
 
 
 class MissingModuleRule:

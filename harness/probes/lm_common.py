@@ -98,11 +98,37 @@ def call(ctx, comp: str, args: tuple, case: str):
                             data={"component": comp, "kind": "absent", "adapter": name}))
     try:
         with ctx.student(f"{name}(...)", seconds=ctx.budget(30.0)):
-            return fn(*args)
+            return _traced(ctx, comp, fn, args)
     except StudentError as e:
         if isinstance(e.exc, MemoryError):
             raise
         raise exception_outcome(comp, e.exc, case) from None
+
+
+def _traced(ctx, comp: str, fn, args):
+    """Call fn, remembering which of the student's functions ran (file, first line, name), in first-call order.
+
+    The parent locates a failing component at the first function that ran for it and for no passing one."""
+    import sys
+    seen = ctx.cache.setdefault("lm_functions", {}).setdefault(comp, {})
+    files = lm_loader.STATE.files
+
+    def prof(frame, event, arg):
+        if event == "call":
+            co = frame.f_code
+            shown = files.get(co.co_filename)
+            if shown and len(seen) < 40:
+                seen.setdefault((shown, co.co_firstlineno), getattr(co, "co_qualname", co.co_name))
+    old = sys.getprofile()
+    sys.setprofile(prof)
+    try:
+        return fn(*args)
+    finally:
+        sys.setprofile(old)
+
+
+def functions_ran(ctx, comp: str) -> list:
+    return [[f, line, name] for (f, line), name in ctx.cache.get("lm_functions", {}).get(comp, {}).items()]
 
 
 def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
@@ -205,6 +231,7 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None) -> list[dict]:
     except Outcome as o:
         return [o.check]
     c = verdict(comp, rows, what)
+    c["data"]["functions"] = functions_ran(ctx, comp)
     if c["status"] == "fail" and redraw is not None:
         from .lm_fingerprint import match_cases
         attach(c, match_cases(ctx, comp, redraw))

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 
 from .base import StudentError, check, rnd
-from .lm_common import Outcome, attach, call, compare, exception_outcome, gen, reference, run_cases, verdict
+from .lm_common import (Outcome, attach, call, compare, exception_outcome, functions_ran, gen, reference, run_cases,
+                        verdict)
 from .lm_fingerprint import match_outputs
 
 
@@ -71,6 +72,7 @@ def adamw(ctx):
     except Outcome as o:
         return [o.check]
     c = verdict("adamw", rows, "parameters after 1, 5 and 15 steps, large and tiny gradients")
+    c["data"]["functions"] = functions_ran(ctx, "adamw")
     if c["status"] == "fail":
         settings = ((1, 1.0), (15, 1.0), (5, 1e-4))
 
@@ -118,6 +120,7 @@ def lr_schedule(ctx):
     except Outcome as o:
         return [o.check]
     c = verdict("lr-schedule", rows, "every iteration through the cycle and past it")
+    c["data"]["functions"] = functions_ran(ctx, "lr-schedule")
     if c["status"] == "fail":      # deterministic: one draw of every iteration is the whole function
         def values(fn, student):
             out = []
@@ -173,6 +176,7 @@ def gradient_clipping(ctx):
     rows = [compare("gradient-clipping", desc, g.float(), w64, w32)
             for (_, _, desc), g, w64, w32 in zip(CLIP_CASES, got, want64, want32)]
     c = verdict("gradient-clipping", rows, "global norm above and below the limit")
+    c["data"]["functions"] = functions_ran(ctx, "gradient-clipping")
     if c["status"] == "fail":
         attach(c, match_outputs(ctx, "gradient-clipping",
                                 lambda d: _clipped(ctx, None, ctx.seed + 7919 * d, student=True),
