@@ -149,9 +149,11 @@ def _where(ev, comp: str) -> dict | None:
     mine = [f for f in fns if isinstance(f, list) and len(f) == 3 and (f[0], f[1]) not in passing]
     adapters = set(ADAPTER.values())     # a functional style implements the component in the adapter itself
 
-    def rank(f):
+    def rank(f):     # the package's own methods first; then the adapters; constructors and <genexpr> last
         name = str(f[2])
-        return 2 if "__init__" in name or "<" in name else 1 if name in adapters else 0   # <genexpr>, <lambda>
+        if "__init__" in name or "<" in name:
+            return 2
+        return 1 if name in adapters or str(f[0]).endswith("adapters.py") else 0
     pick = min(mine, key=rank) if mine else None      # min is stable: the first call of the best rank
     return {"file": str(pick[0]), "line": int(pick[1]), "function": str(pick[2])} if pick else None
 
