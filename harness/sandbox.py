@@ -216,7 +216,7 @@ def runtime_snapshot() -> Path:
         import reference_model
         for pkg in (harness, reference_model, mutants):
             src = Path(pkg.__file__).resolve().parent
-            for f in src.rglob("*.py"):
+            for f in list(src.rglob("*.py")) + list(src.glob("*.pt")):   # *.pt: lm's trained checkpoint
                 if "__pycache__" in f.parts:
                     continue
                 dst = snap / src.name / f.relative_to(src)

@@ -10,6 +10,7 @@ tests is never asked for more.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -135,8 +136,17 @@ def block_weights(g, d, d_ff, prefix=""):
 
 def block_cases(seed):
     rows = [(32, 4, 48, (2, 7, 32)), (32, 2, 64, (1, 16, 32))]
-    return [(f"d_model={d} heads={h} d_ff={f} x{list(x)}", _case(seed, 100 + k, lambda g, d=d, h=h, f=f, x=x: (
+    out = [(f"d_model={d} heads={h} d_ff={f} x{list(x)}", _case(seed, 100 + k, lambda g, d=d, h=h, f=f, x=x: (
         d, h, f, 64, 10000.0, block_weights(g, d, f), _randn(g, *x)))) for k, (d, h, f, x) in enumerate(rows)]
+    ckpt = trained()
+    if ckpt:      # the trained checkpoint's first layer, on embeddings of random tokens
+        cfg, sd = ckpt
+        layer = {k[len("layers.0."):]: v for k, v in sd.items() if k.startswith("layers.0.")}
+        emb = sd["token_embeddings.weight"]
+        out.append(("trained layer 0, x[2, 20, d]", _case(seed, 109, lambda g: (
+            cfg["d_model"], cfg["num_heads"], cfg["d_ff"], cfg["context_length"], cfg["rope_theta"],
+            {k: v.clone() for k, v in layer.items()}, emb[torch.randint(0, cfg["vocab_size"], (2, 20), generator=g)]))))
+    return out
 
 
 def lm_weights(g, vocab, d, layers, d_ff):
@@ -148,12 +158,35 @@ def lm_weights(g, vocab, d, layers, d_ff):
     return w
 
 
+@functools.lru_cache(maxsize=1)
+def trained():
+    """The reference's tiny trained checkpoint (reference_model/lm_tiny.*) as (config, state dict), or None."""
+    import json
+    from pathlib import Path
+
+    import reference_model
+    here = Path(reference_model.__file__).parent
+    try:
+        config = json.loads((here / "lm_tiny.json").read_text())["config"]
+        return config, torch.load(here / "lm_tiny.pt", weights_only=True)
+    except (OSError, KeyError, ValueError, RuntimeError):
+        return None
+
+
 def lm_cases(seed):
     rows = [(64, 32, 32, 2, 4, 48, (2, 9)), (50, 24, 32, 1, 2, 64, (1, 24))]
-    return [(f"vocab={v} layers={n} heads={h} ids{list(s)}", _case(seed, 110 + k,
-            lambda g, v=v, c=c, d=d, n=n, h=h, f=f, s=s: (
-                v, c, d, n, h, f, 10000.0, lm_weights(g, v, d, n, f), torch.randint(0, v, s, generator=g))))
-            for k, (v, c, d, n, h, f, s) in enumerate(rows)]
+    out = [(f"vocab={v} layers={n} heads={h} ids{list(s)}", _case(seed, 110 + k,
+           lambda g, v=v, c=c, d=d, n=n, h=h, f=f, s=s: (
+               v, c, d, n, h, f, 10000.0, lm_weights(g, v, d, n, f), torch.randint(0, v, s, generator=g))))
+           for k, (v, c, d, n, h, f, s) in enumerate(rows)]
+    ckpt = trained()
+    if ckpt:      # trained weights: sharper attention and larger activations than random ones
+        cfg, sd = ckpt
+        keys = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff", "rope_theta")
+        out.append((f"trained checkpoint, ids[2, {cfg['context_length']}]", _case(seed, 119, lambda g: (
+            *(cfg[k] for k in keys), {k: v.clone() for k, v in sd.items()},
+            torch.randint(0, cfg["vocab_size"], (2, cfg["context_length"]), generator=g)))))
+    return out
 
 
 CASES = {"linear": (linear_cases, "leading batch dims"), "embedding": (embedding_cases, "several id shapes"),
