@@ -97,6 +97,8 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
     """The lines around a location: {label, lines: [(number, text, hit)]} or {missing: reason}."""
     if not isinstance(loc, dict) or not (loc.get("line") or loc.get("cell")):
         return None
+    if source_path and os.path.isdir(str(source_path)):    # an lm repository: the location names its file
+        source_path = None
     got = source_lines(source_path, loc)
     if got is None:
         shown = source_path or loc.get("file") or "the submission"
@@ -272,7 +274,7 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
     for sec in SECTIONS:
         sid, title, keys, assign, producers, train_only = sec
         present = any(art.get(k) is not None for k in keys)
-        if not present and assignment in ("reversal", "block") and assignment not in assign:
+        if not present and assignment in ("reversal", "block", "lm") and assignment not in assign:
             continue    # a picture of the other assignment: leave it out
         entry = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
                  "error": None, "note": None, "extra": None}
