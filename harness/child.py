@@ -243,14 +243,20 @@ def main(argv=None):
     t0 = time.perf_counter()
     result = {"checks": [], "skipped_code": [], "artifacts": {}, "timings": {}, "load": {"ok": False}}
     send({"event": "phase", "name": "load"})
-    with open(a.submission, "rb") as f:
-        raw = f.read()
+    from . import lm_loader
+    raw = None
+    if not os.path.isdir(a.submission):   # a folder is an `lm` repository
+        with open(a.submission, "rb") as f:
+            raw = f.read()
     sys.stdout = sys.stderr = captured
     try:
-        source = loader.read_source(a.display_name or a.submission, raw)
-        source.run_path = a.submission  # frames name the copy that runs; locations show the user's name
-        guard.set_student(source.code_path, source.text)   # whose changes count: this file's
-        module = loader.load(source)
+        if lm_loader.wants(raw, a.assignment):
+            source, module = lm_loader.load(a.submission, a.display_name, raw)
+        else:
+            source = loader.read_source(a.display_name or a.submission, raw)
+            source.run_path = a.submission  # frames name the copy that runs; locations show the user's name
+            guard.set_student(source.code_path, source.text)   # whose changes count: this file's
+            module = loader.load(source)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
         if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):
@@ -279,8 +285,8 @@ def main(argv=None):
     result["timings"]["load_s"] = time.perf_counter() - t0
     assignment = a.assignment
     if assignment == "auto":
-        assignment = "block" if hasattr(module, "TransformerBlock") and not hasattr(module, "MiniTransformer") \
-            else "reversal"
+        assignment = lm_loader.detect(module) or ("block" if hasattr(module, "TransformerBlock") and
+                                                  not hasattr(module, "MiniTransformer") else "reversal")
     result["assignment"] = assignment
     ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
     result["timings"]["slowdown"] = round(slowdown, 2)

@@ -22,9 +22,10 @@ def _default_report(sub: Path, ext: str) -> Path:
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--assignment", type=click.Choice(["auto", "reversal", "block"]), default="auto", show_default=True,
-              help="Which lesson the file implements (detected from its names by default).")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--assignment", type=click.Choice(["auto", "reversal", "block", "lm"]), default="auto",
+              show_default=True, help="Which lesson the file implements (detected from its names by default; "
+                                      "a folder is an `lm` repository).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result as JSON here (default: reports/<name>.json).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -35,13 +36,18 @@ def _default_report(sub: Path, ext: str) -> Path:
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Wall-clock limit in seconds.")
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
 def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory):
-    """Load FILE (.py or .ipynb), probe it and print the likely bugs.
+    """Load FILE (.py or .ipynb, or a CS336 repository folder with tests/adapters.py), probe it and print the
+    likely bugs.
 
     Exit status: 0 clean, 1 problems found, 2 usage error.
     """
     if not file.exists():
         raise click.UsageError(f"no such file: {file}")
-    if file.suffix not in (".py", ".ipynb"):
+    if file.is_dir():
+        if assignment not in ("auto", "lm"):
+            raise click.UsageError(f"{file} is a folder: only the `lm` assignment is checked from a repository")
+        assignment = "lm"
+    elif file.suffix not in (".py", ".ipynb"):
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
     from .report import terminal
     progress = terminal.Progress(sys.stderr)

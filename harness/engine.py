@@ -62,7 +62,7 @@ def validate_payload(p) -> dict:
     return {"checks": checks, "load": _clean(load), "skipped_code": _clean(skipped),
             "artifacts": _clean(p.get("artifacts")) if isinstance(p.get("artifacts"), dict) else {},
             "stdout": str(p.get("stdout", ""))[:200_000], "timings": timings,
-            "assignment": p.get("assignment") if p.get("assignment") in ("reversal", "block") else None}
+            "assignment": p.get("assignment") if p.get("assignment") in ("reversal", "block", "lm") else None}
 
 
 def _diag(cause_id, confidence, evidence, location=None, fix=None, title=None):
@@ -111,7 +111,8 @@ def diagnose(result: dict) -> list[dict]:
         f = rule.diagnose(ev)
         if f is None:
             continue
-        found.append((f, rule.CAUSE))
+        for one in (f if isinstance(f, list) else [f]):   # lm's rules find one per component
+            found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
     for f, cause in found:
@@ -124,6 +125,8 @@ def diagnose(result: dict) -> list[dict]:
         for line in f.evidence:
             explained.update(cid for cid in ev.by_id if line.startswith(cid + ":"))
         out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix, f.title))
+        if getattr(f, "component", None):        # lm: the component the diagnosis is about
+            out[-1]["component"] = f.component
     deviations, unreliable = [], []
     for c in result["checks"]:
         if c["id"] in explained or c["status"] not in ("fail", "error"):
@@ -190,7 +193,7 @@ def verdict(diagnoses: list[dict]) -> str:
 
 LOAD_KIND_TO_CAUSE = {"syntax-error": "syntax-error", "definition-error": "definition-error",
                       "missing-module": "missing-module", "unreadable": "unreadable-file",
-                      "exit-during-load": "exit-during-load", "timeout": "timeout"}
+                      "exit-during-load": "exit-during-load", "timeout": "timeout", "missing-adapters": "missing-name"}
 
 
 def build_result(outcome: ChildOutcome, submission: str, requested_assignment: str, source_text: str | None = None,

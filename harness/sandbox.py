@@ -205,17 +205,18 @@ def _supports(flag: str) -> bool:
 
 
 def runtime_snapshot() -> Path:
-    """A private copy of the .py files of `harness` and `reference_model` (made once per process)."""
+    """A private copy of the .py files of `harness`, `reference_model` and `mutants` (made once per process)."""
     with _lock:
         snap = _state.get("snapshot")
         if snap and snap.exists():
             return snap
         snap = Path(tempfile.mkdtemp(prefix="mtxdiag-runtime-"))
         import harness
+        import mutants            # lm's mutant fingerprints run the mutants' code in the child
         import reference_model
-        for pkg in (harness, reference_model):
+        for pkg in (harness, reference_model, mutants):
             src = Path(pkg.__file__).resolve().parent
-            for f in src.rglob("*.py"):
+            for f in list(src.rglob("*.py")) + list(src.glob("*.pt")):   # *.pt: lm's trained checkpoint
                 if "__pycache__" in f.parts:
                     continue
                 dst = snap / src.name / f.relative_to(src)

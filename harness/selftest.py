@@ -28,6 +28,7 @@ class Case:
     expected: str | None          # cause id, or None for correct code
     assignment: str = "auto"
     bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
+    component: str | None = None  # lm: the component the mutant's edit is in (the top diagnosis must name it)
 
 
 def changed_lines(before: str, after: str) -> tuple:
@@ -68,6 +69,30 @@ def mutant_cases(tmp: Path, assignment: str | None = None) -> list[Case]:
     return out
 
 
+def lm_cases(tmp: Path) -> list[Case]:
+    """lm: the reference and the corpus's correct styles (repositories and files), every lm mutant as a repo."""
+    from mutants import LM_MUTANTS, source
+    from mutants.lm_export import reference_repo_files, reference_single_file, repo_files
+
+    def write_repo(name, files):
+        root = tmp / name
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+    (tmp / "reference_lm.py").write_text(reference_single_file())
+    out = [Case("reference/lm (repo)", write_repo("reference_lm_repo", reference_repo_files()), None, "lm"),
+           Case("reference/lm (file)", tmp / "reference_lm.py", None, "lm")]
+    correct = ROOT / "tests" / "corpus" / "lm" / "correct"
+    for p in sorted(correct.glob("*")) if correct.is_dir() else []:
+        if p.suffix == ".py" or (p.is_dir() and (p / "tests" / "adapters.py").is_file()):
+            out.append(Case(f"corpus/lm/{p.name}", p, None, "lm"))
+    for m in LM_MUTANTS:
+        out.append(Case(m.id, write_repo(m.id, repo_files(source(m))), m.cause, "lm",
+                        component=m.component.replace("_", "-")))
+    return out
+
+
 def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
     def one(case):
         t = time.monotonic()
@@ -82,6 +107,11 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
                "bug_lines": list(case.bug_lines)}
         row["line_ok"] = row["line"] in case.bug_lines if case.bug_lines else None
         row["ok"] = (row["top"] == case.expected) if case.expected else r["verdict"] == "clean"
+        if case.component:            # lm, first round: the top diagnosis names the mutant's component
+            row["top_component"] = diags[0].get("component") if diags else None
+            row["ok"] = row["top_component"] == case.component
+            row["cause_ok"] = row["top"] == case.expected
+            row["top"] = f"{row['top']} [{row['top_component']}]"
         row["second_strong"] = any(c >= 0.5 for _, c in row["others"]) if case.expected else False
         if on_done:
             on_done(row)
@@ -102,6 +132,7 @@ def summarise(rows) -> dict:
             "located": sum(1 for r in mut if r.get("line_ok")), "single_line_mutants":
                 sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1),
             "single_line_located": sum(1 for r in mut if len(r.get("bug_lines") or ()) == 1 and r.get("line_ok")),
+            "cause_top1": sum(1 for r in mut if r.get("cause_ok")),
             "median_s": secs[len(secs) // 2] if secs else None, "passed":
                 len(ok_mut) == len(mut) and not false_alarms and not any(r["second_strong"] for r in mut)}
 
@@ -122,7 +153,9 @@ def table(rows, summary) -> str:
     lines.append(f"\nmutants: {s['top1_correct']}/{s['mutants']} top-1 correct ({s['accuracy']:.0%}); "
                  f"false alarms on correct code: {s['false_alarms']}/{s['correct_cases']}; "
                  f"mutants with a second diagnosis >= 0.5: {s['second_strong']}; median {s['median_s']} s per check\n"
-                 f"reported line on the mutated line: {s['located']}/{s['mutants']} "
+                 + (f"lm: top diagnosis is the mutant's own cause (fingerprint) for {s['cause_top1']}/{s['mutants']}\n"
+                    if any("cause_ok" in r for r in rows) else "")
+                 + f"reported line on the mutated line: {s['located']}/{s['mutants']} "
                  f"(single-line mutants: {s['single_line_located']}/{s['single_line_mutants']})")
     return "\n".join(lines)
 
@@ -130,14 +163,16 @@ def table(rows, summary) -> str:
 @click.command()
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
 @click.option("--jobs", type=int, default=1, show_default=True)
-@click.option("--assignment", type=click.Choice(["reversal", "block"]), default=None)
+@click.option("--assignment", type=click.Choice(["reversal", "block", "lm"]), default=None)
 @click.option("--only", default=None, help="Only cases whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def selftest(quick, jobs, assignment, only, as_json):
     """Run the reference, the lesson's code and every mutant through `check`; print the confusion table."""
     with tempfile.TemporaryDirectory(prefix="mtxdiag-selftest-") as tmp:
         cases = correct_cases() + mutant_cases(Path(tmp), assignment)
-        if assignment:
+        if assignment == "lm":          # lm's mutants are a separate registry, checked as repositories
+            cases = lm_cases(Path(tmp))
+        elif assignment:
             cases = [c for c in cases if c.assignment in (assignment, "auto") and
                      (c.assignment != "auto" or assignment in c.name or "block" not in c.name)]
         if only:

@@ -8,7 +8,7 @@ from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, 
                causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_not_reversed,
                dropout_at_inference, encoder_in_decode_loop, eval_mode_training, forbidden_operation,
                gradients_not_zeroed, gradients_zeroed_before_step, heads_split_wrong, inf_mask_nan,
-               learning_rate_too_low, load_failures, make_batch_malformed, mask_after_softmax,
+               learning_rate_too_low, lm_component, load_failures, make_batch_malformed, mask_after_softmax,
                missing_embedding_scale, missing_residual, missing_sqrt_dk, no_gradient_flow, no_warmup,
                optimizer_missing_parameters, pad_not_ignored, padding_mask_inverted, padding_mask_missing,
                positional_encoding_formula, positional_encoding_trainable, positional_max_len,
@@ -21,13 +21,23 @@ RULES = (
     dropout_at_inference,  # a random forward pass makes every comparison of two passes fail
     target_not_shifted, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one, mask_after_softmax,
     attention_renormalised, causal_diagonal_masked, missing_sqrt_dk, no_gradient_flow, learning_rate_too_low,
-    inf_mask_nan, view_not_contiguous, cross_attention_swapped, source_ignored, positional_max_len, stale_mask, no_warmup,
-    softmax_wrong_dim, data_not_reversed, make_batch_malformed, positional_encoding_formula,
+    inf_mask_nan, view_not_contiguous, cross_attention_swapped, source_ignored, positional_max_len, stale_mask,
+    no_warmup, softmax_wrong_dim, data_not_reversed, make_batch_malformed, positional_encoding_formula,
     positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual,
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters,
-)
+) + lm_component.RULES   # lm: objects, one per component and kind of failure (see lm_component.py)
 
-CAUSES = tuple(dict.fromkeys(tuple(m.CAUSE for m in RULES) + load_failures.CAUSES))
+
+def _first_per_id(causes) -> tuple:
+    """One Cause per id, the first: lm reuses missing-module, forward-error and the lessons' bug ids."""
+    out = {}
+    for c in causes:
+        out.setdefault(c.id, c)
+    return tuple(out.values())
+
+
+CAUSES = _first_per_id(tuple(m.CAUSE for m in RULES if m.CAUSE.assignments != ("lm",)) + load_failures.CAUSES
+                       + tuple(m.CAUSE for m in RULES) + lm_component.CAUSES)
 BY_ID = {c.id: c for c in CAUSES}

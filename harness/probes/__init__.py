@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import attention, block, contract, data, decoding, model_wiring, padding, positional, properties, training
+from . import (attention, block, contract, data, decoding, lm_components, lm_properties, lm_training, model_wiring,
+               padding, positional, properties, training)
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,21 @@ class Probe:
 
 
 R, B = ("reversal",), ("block",)
+
+# lm: the CS336 assignment-1 adapters, one probe per component in the assignment's build order
+LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tuple(
+    Probe(f"lm-{c}", lm_components.probe(c), ("lm",), "quick") for c in lm_components.CASES) + (
+    Probe("lm-cross-entropy", lm_training.cross_entropy, ("lm",), "quick"),
+    Probe("lm-adamw", lm_training.adamw, ("lm",), "quick"),
+    Probe("lm-lr-schedule", lm_training.lr_schedule, ("lm",), "quick"),
+    Probe("lm-gradient-clipping", lm_training.gradient_clipping, ("lm",), "quick"),
+    Probe("lm-get-batch", lm_training.get_batch, ("lm",), "quick"),
+    # properties every correct implementation has: they say how a failing component is wrong
+    Probe("lm-rope-properties", lm_properties.rope, ("lm",), "quick"),
+    Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, ("lm",), "quick"),
+    Probe("lm-softmax-properties", lm_properties.softmax, ("lm",), "quick"),
+    Probe("lm-causal", lm_properties.causal, ("lm",), "quick"),
+)
 
 PROBES = (
     Probe("contract", contract.names, R + B, "static"),
@@ -57,4 +73,4 @@ PROBES = (
     Probe("block-causal", block.causal, B, "quick"),
     Probe("block-residual", block.residual, B, "quick"),
     Probe("block-lm", block.lm, B, "train"),
-)
+) + LM_PROBES

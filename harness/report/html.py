@@ -97,6 +97,8 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
     """The lines around a location: {label, lines: [(number, text, hit)]} or {missing: reason}."""
     if not isinstance(loc, dict) or not (loc.get("line") or loc.get("cell")):
         return None
+    if source_path and os.path.isdir(str(source_path)):    # an lm repository: the location names its file
+        source_path = None
     got = source_lines(source_path, loc)
     if got is None:
         shown = source_path or loc.get("file") or "the submission"
@@ -272,7 +274,7 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
     for sec in SECTIONS:
         sid, title, keys, assign, producers, train_only = sec
         present = any(art.get(k) is not None for k in keys)
-        if not present and assignment in ("reversal", "block") and assignment not in assign:
+        if not present and assignment in ("reversal", "block", "lm") and assignment not in assign:
             continue    # a picture of the other assignment: leave it out
         entry = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
                  "error": None, "note": None, "extra": None}
@@ -420,8 +422,18 @@ def context(result: dict, source_path=None, timings: dict | None = None) -> dict
         "n_checks": len(checks), "sections": sections, "params": params, "not_measured": not_measured,
         "checks": check_rows(result), "stdout": _long_text(result.get("stdout")),
         "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result),
-        "section_titles": SECTION_TITLES,
+        "section_titles": SECTION_TITLES, "components": _lm_components(result),
     }
+
+
+def _lm_components(result: dict) -> list[dict]:
+    """The `lm` checklist rows (build order), with a badge class per state; [] for other assignments."""
+    if result.get("assignment") != "lm":
+        return []
+    from .lm_checklist import MARK, rows
+    badge = {"pass": "s-pass", "fail": "s-fail", "error": "s-error"}
+    return [dict(r, mark=MARK[r["state"]], badge=badge.get(r["state"], "s-skip"),
+                 note=_str(r["note"], 300), detail=_str(r["detail"], 600)) for r in rows(result)]
 
 
 def render(result: dict, source_path=None) -> str:

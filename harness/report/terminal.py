@@ -283,6 +283,9 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         rest = ", ".join(str(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes
         lines.append("  " + _short(f"+ {more} more: {rest}" + (" …" if more > 6 else ""), width - 2))
+    if result.get("assignment") == "lm" and checks:     # the component checklist, in build order
+        from .lm_checklist import terminal_lines
+        lines.extend(terminal_lines(result, width, st))
     counts = {}
     for c in checks:
         counts[c.get("status")] = counts.get(c.get("status"), 0) + 1

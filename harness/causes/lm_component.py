@@ -1,0 +1,259 @@
+"""Causes of the `lm` assignment, first round: which component is wrong, and how it fails.
+
+A component is diagnosed only where its failure starts: when a component it is
+normally built from (DEPS) fails too, its failure is folded into that one's
+evidence ("also explains"). A rule returns one finding per component where a
+failure starts, so that independent failures each get their own diagnosis. A
+failing component whose outputs equal a known bug's (a mutant fingerprint) is
+diagnosed as that bug.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..probes.lm_common import ADAPTER, COMPONENTS, DEPS
+from .base import Cause, Finding, say
+from .load_failures import FORWARD, MISSING_MODULE
+
+LM = ("lm",)
+
+MISMATCH = Cause(
+    "component-mismatch", "A component's output differs from the reference",
+    "The adapter runs, but its output differs from the reference implementation's on the same inputs and weights "
+    "by more than float32 rounding allows.",
+    "Every later component is built on this one: a wrong RMSNorm or RoPE makes the block and the language model "
+    "wrong too, and training quietly learns less.",
+    "lm-<component> fails with the max abs and relative error on the first failing input.",
+    "Compare your implementation with the handout's formula for this component on the failing input shown.",
+    assignments=LM)
+INTERFACE = Cause(
+    "interface-mismatch", "The adapter and your module disagree on names or arguments",
+    "The adapter raises because of the interface, not the maths: a state-dict key your module names differently "
+    "or lacks, arguments in the wrong order, a missing argument, or a result that is not a tensor.",
+    "The course's tests call the adapters with these exact names; the component cannot be checked until they "
+    "match.", "An exception about state_dict keys, arguments or the return value.",
+    "Name the parameters as the adapter's weights dict does (e.g. `weight`, `attn.q_proj.weight`) or map the names "
+    "in tests/adapters.py; pass the arguments in the adapter's order.", assignments=LM)
+NOT_IMPLEMENTED = Cause(
+    "not-implemented", "Components not implemented yet",
+    "Adapters that still raise NotImplementedError.", "Those components are not checked (nor graded) yet.",
+    "lm-<component> is skipped with 'not implemented'.", "Implement the component and call it from its adapter.",
+    assignments=LM)
+LM_MISSING_MODULE = replace(MISSING_MODULE, assignments=LM)
+LM_FORWARD = replace(FORWARD, assignments=LM)
+
+
+def _upstream(comp: str) -> set:
+    out, todo = set(), list(DEPS.get(comp, ()))
+    while todo:
+        c = todo.pop()
+        if c not in out:
+            out.add(c)
+            todo.extend(DEPS.get(c, ()))
+    return out
+
+
+def _downstream(comp: str) -> tuple:
+    return tuple(f"lm-{c}" for c, _, _ in COMPONENTS if comp in _upstream(c))
+
+
+def _broken(ev, comp: str) -> bool:
+    c = ev.get(f"lm-{comp}")
+    return bool(c) and c["status"] in ("fail", "error")
+
+
+def _interface_detail(msg: str) -> str:
+    """Both sides of a state-dict mismatch, from load_state_dict's own message."""
+    missing = re.search(r"Missing key\(s\) in state_dict: (.*?)\.(?: |$)", msg)
+    extra = re.search(r"Unexpected key\(s\) in state_dict: (.*?)\.(?: |$)", msg)
+    if missing or extra:
+        return (f"your module's parameters are named {missing.group(1) if missing else '(all given)'}; "
+                f"the adapter passes {extra.group(1) if extra else '(all expected)'}")
+    return msg[:300]
+
+
+def _fingerprint_cause(fp: dict) -> Cause:
+    return FINGERPRINT_CAUSES.get(fp.get("cause")) or MISMATCH
+
+
+class ComponentRule:
+    """One kind of failure (mismatch | interface | error), one finding per component where it starts."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.CAUSE = {"mismatch": MISMATCH, "interface": INTERFACE, "error": LM_FORWARD}[kind]
+        self.__name__ = f"lm_{kind}"
+
+    def diagnose(self, ev):
+        found = [f for comp, _, _ in COMPONENTS for f in [self._one(ev, comp)] if f is not None]
+        return found or None
+
+    def _one(self, ev, comp):
+        c = ev.get(f"lm-{comp}")
+        if not c or c["status"] not in ("fail", "error"):
+            return None
+        d = c.get("data") or {}
+        kind = {"shape": "mismatch", "timeout": "error", "missing-module": None}.get(d.get("kind"), d.get("kind"))
+        if kind != self.kind or any(_broken(ev, u) for u in _upstream(comp)):
+            return None
+        name = ADAPTER[comp]
+        below = {comp} | {x[3:] for x in _downstream(comp)}
+        props = [p for p in ev.by_id.values() if (p.get("data") or {}).get("property")
+                 and (p.get("data") or {}).get("component") in below]
+        explains = (f"lm-{comp}",) + _downstream(comp) + tuple(p["id"] for p in props)
+        own = [p for p in props if p["status"] == "fail" and p["data"]["component"] == comp]
+        fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None
+        if self.kind == "mismatch" and fp and fp.get("cause"):
+            # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
+            also = f" (also equal to: {', '.join(fp['also_matches'])})" if fp.get("also_matches") else ""
+            f = Finding(0.95 if not fp.get("also_matches") else 0.8,
+                        [f"{comp} ({name}) equals the reference with '{fp.get('summary')}' to "
+                         f"{fp.get('max_abs'):.1g} on {fp.get('draws')} draws{also}", say(c),
+                         str(fp.get("explanation") or "")[:600]],
+                        c.get("location"), explains=explains, fix=fp.get("fix") or None)
+            f.cause = _fingerprint_cause(fp)
+        elif self.kind == "mismatch" and d.get("diagnosis") in FINGERPRINT_CAUSES:
+            f = Finding(0.9, [f"{comp} ({name}): {c['detail']}", say(c)], c.get("location"), explains=explains)
+            f.cause = FINGERPRINT_CAUSES[d["diagnosis"]]
+        elif self.kind == "mismatch" and own and _property_cause(own[0]):
+            # symptom (differs from the reference) and mechanism (a property every correct one has fails)
+            p = own[0]
+            # softmax merely off at x + 100 (finite) may be low precision rather than a missing shift: below 0.8
+            weak = p["data"].get("property") == "shift-invariant" and (p.get("measured") or {}).get("violation")
+            f = Finding(0.7 if weak else 0.85, [f"{comp} ({name}): {p['detail']}", say(p), say(c)], c.get("location"),
+                        explains=explains)
+            f.cause = _property_cause(p)
+        elif self.kind == "mismatch":
+            f = Finding(0.6, [f"{comp} ({name}) differs from the reference: " + c["detail"], say(c)],
+                        c.get("location"), explains=explains)
+        elif self.kind == "interface":
+            detail = _interface_detail(str(d.get("message", "")))
+            f = Finding(0.9, [f"{comp} ({name}) fails on the interface: {detail}", say(c)], c.get("location"),
+                        explains=explains)
+        else:
+            f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
+                        explains=explains)
+        f.component = comp
+        if f.location is None:
+            f.location = _where(ev, comp)
+        return f
+
+
+def _where(ev, comp: str) -> dict | None:
+    """The first of the student's functions that ran for this component and for no passing component
+    (a method like RMSNorm.forward rather than its __init__): where the wrong output starts."""
+    fns = (ev.data(f"lm-{comp}") or {}).get("functions") or []
+    passing = {(f[0], f[1]) for c in ev.by_id.values() if c["status"] == "pass" and c["id"].startswith("lm-")
+               for f in ((c.get("data") or {}).get("functions") or []) if isinstance(f, list) and len(f) == 3}
+    mine = [f for f in fns if isinstance(f, list) and len(f) == 3 and (f[0], f[1]) not in passing]
+    adapters = set(ADAPTER.values())     # a functional style implements the component in the adapter itself
+
+    def rank(f):     # the package's own methods first; then the adapters; constructors and <genexpr> last
+        name = str(f[2])
+        if "__init__" in name or "<" in name:
+            return 2
+        return 1 if name in adapters or str(f[0]).endswith("adapters.py") else 0
+    pick = min(mine, key=rank) if mine else None      # min is stable: the first call of the best rank
+    return {"file": str(pick[0]), "line": int(pick[1]), "function": str(pick[2])} if pick else None
+
+
+class MissingModuleRule:
+    """Every component that needs a module that is not installed, in one diagnosis per run."""
+    CAUSE = LM_MISSING_MODULE
+    __name__ = "lm_missing_module"
+
+    def diagnose(self, ev):
+        hits = [(comp, ev.get(f"lm-{comp}")) for comp, _, _ in COMPONENTS]
+        hits = [(comp, c) for comp, c in hits if c and c["status"] == "error"
+                and (c.get("data") or {}).get("kind") == "missing-module"]
+        if not hits:
+            return None
+        mods = sorted({str((c.get("data") or {}).get("missing_module") or "?") for _, c in hits})
+        lines = [f"{', '.join(comp for comp, _ in hits)}: cannot run without the module(s) {', '.join(mods)}, "
+                 "which are not installed"]
+        for comp, c in hits[:6]:
+            lines.append(f"lm-{comp}: {c['detail'][:300]}")
+        f = Finding(1.0, lines, hits[0][1].get("location"), explains=tuple(f"lm-{comp}" for comp, _ in hits),
+                    fix=f"Install {', '.join(mods)} (`pip install 'mtxdiag[lm]'` has the usual ones) or remove the "
+                        "import from the code these components use.")
+        f.component = hits[0][0]
+        return f
+
+
+class NotImplementedRule:
+    CAUSE = NOT_IMPLEMENTED
+    __name__ = "lm_not_implemented"
+
+    def diagnose(self, ev):
+        todo = [comp for comp, _, _ in COMPONENTS
+                if (ev.get(f"lm-{comp}") or {}).get("status") == "skip"
+                and ((ev.get(f"lm-{comp}") or {}).get("data") or {}).get("kind") == "not-implemented"]
+        if not todo:
+            return None
+        f = Finding(0.9, [f"{len(todo)} of {len(COMPONENTS)} components raise NotImplementedError: "
+                          f"{', '.join(todo)}"], None)
+        f.component = todo[0]
+        return f
+
+
+def _mutant_causes() -> dict:
+    """A Cause for every lm mutant's bug (its id is the mutant's cause; the text is the mutant's description)."""
+    try:
+        from mutants import LM_MUTANTS
+    except ImportError:       # an installation without the mutant library: no fingerprints, no causes for them
+        return {}
+    out = {}
+    for m in LM_MUTANTS:
+        out.setdefault(m.cause, Cause(m.cause, m.summary, m.explanation, "A wrong component makes every part built "
+                                      "on it wrong, and training learns less or nothing.",
+                                      "Its outputs equal the reference's with this edit on several random draws.",
+                                      m.lesson, assignments=LM))
+    return out
+
+
+FINGERPRINT_CAUSES = _mutant_causes()
+
+
+def _pc(id, title, what, fix):
+    return Cause(id, title, what, "Every part built on this component inherits the error.",
+                 "A property every correct implementation has fails (check lm-<component>-<property>).", fix,
+                 assignments=LM)
+
+
+PROPERTY_CAUSES = {
+    ("rope", "identity-at-0"): _pc("rope-rotates-at-position-0", "RoPE changes vectors at position 0",
+                                   "At position 0 every rotation angle is 0, so RoPE must return its input unchanged.",
+                                   "The angle of pair i at position m is m * theta^(-2i/d_k): check how the angle is "
+                                   "built from the position."),
+    ("rope", "norm-preserving"): _pc("rope-not-a-rotation", "RoPE is not a rotation",
+                                     "RoPE changes the norm of a vector, so it is not a rotation of each pair.",
+                                     "Rotate each pair (x_2i, x_2i+1) by [[cos, -sin], [sin, cos]]; use each "
+                                     "coordinate once."),
+    ("rope", "relative"): _pc("rope-not-relative", "RoPE scores do not depend on the offset alone",
+                              "q_m . k_n must depend only on m - n; it changes with the absolute positions.",
+                              "Rotate by angle = position x frequency, the same frequencies for q and k, and index "
+                              "by the given token_positions."),
+    ("rmsnorm", "scale-invariant"): _pc("rmsnorm-not-scale-invariant", "RMSNorm depends on the input's scale",
+                                        "RMSNorm(c x) must equal RMSNorm(x): dividing by the root mean square "
+                                        "removes the scale.", "x / sqrt(mean(x^2, dim=-1) + eps) * weight."),
+    ("softmax", "shift-invariant"): _pc("softmax-not-shift-invariant", "Softmax changes when a constant is added",
+                                        "softmax(x + c) must equal softmax(x).",
+                                        "exp(x - max) / sum(exp(x - max)) over the given dim."),
+    ("*", "causal"): _pc("future-tokens-visible", "Attention sees future tokens",
+                         "Outputs at a position change when only a later token changes: the causal mask is missing, "
+                         "inverted or off by one.", "Mask key j for query i whenever j > i (torch.tril of ones, True "
+                                                    "= may attend)."),
+}
+
+
+def _property_cause(p: dict) -> Cause | None:
+    d = p.get("data") or {}
+    if d.get("property") == "shift-invariant" and (p.get("measured") or {}).get("violation") is None:
+        return FINGERPRINT_CAUSES.get("softmax-overflow") or PROPERTY_CAUSES[("softmax", "shift-invariant")]
+    if d.get("property") == "per-token":
+        return FINGERPRINT_CAUSES.get("rmsnorm-wrong-axis")
+    return PROPERTY_CAUSES.get((d.get("component"), d.get("property"))) or PROPERTY_CAUSES.get(("*", d.get("property")))
+RULES = (MissingModuleRule(), ComponentRule("interface"), ComponentRule("error"), ComponentRule("mismatch"),
+         NotImplementedRule())
+CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values())

@@ -1,0 +1,250 @@
+"""What the `lm` probes share: the component table, running one adapter, and comparing with the reference.
+
+Each component is checked the same way: its adapter runs on seeded inputs of
+several shapes; the reference's adapter runs on the same inputs in float64
+(the expected value) and in float32 (how far a correct float32 implementation
+may be from float64). A component passes when every case is within tolerance.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import lm_loader, trusted
+from .base import ProbeTimeout, StudentError, check, rnd
+
+# (component, adapter, components it is normally built from) in the assignment's build order.
+COMPONENTS = (
+    ("linear", "run_linear", ()),
+    ("embedding", "run_embedding", ()),
+    ("rmsnorm", "run_rmsnorm", ()),
+    ("silu", "run_silu", ()),
+    ("swiglu", "run_swiglu", ("linear", "silu")),
+    ("softmax", "run_softmax", ()),
+    ("sdpa", "run_scaled_dot_product_attention", ("softmax",)),
+    ("rope", "run_rope", ()),
+    ("mha", "run_multihead_self_attention", ("linear", "sdpa")),
+    ("mha-rope", "run_multihead_self_attention_with_rope", ("mha", "rope")),
+    ("block", "run_transformer_block", ("rmsnorm", "swiglu", "mha-rope")),
+    ("lm", "run_transformer_lm", ("embedding", "block", "rmsnorm", "linear")),
+    ("cross-entropy", "run_cross_entropy", ()),
+    ("adamw", "get_adamw_cls", ()),
+    ("lr-schedule", "run_get_lr_cosine_schedule", ()),
+    ("gradient-clipping", "run_gradient_clipping", ()),
+    ("get-batch", "run_get_batch", ()),
+)
+ADAPTER = {c: a for c, a, _ in COMPONENTS}
+DEPS = {c: d for c, _, d in COMPONENTS}
+
+# Relative tolerance floor (of the largest reference value), on top of 100x the float32 reference's own error.
+# Measured: reference float32 vs float64 is 1e-7..2e-6 relative; float32 angles computed as position * freq
+# (instead of in float64) move RoPE outputs by up to ~4e-6 relative at position 64. The floors leave 10x
+# over that; the smallest bug in the mutant library moves outputs by >1e-2 relative on the cases below.
+# AdamW: applying the decay before or after the Adam update (both correct: torch does it before, the handout
+# after) moves a parameter by lr^2 * wd * |p| per step, 2e-5 relative over 15 steps at lr 1e-2 and wd 0.1;
+# the optimizer mutants move them by > 1e-2 relative.
+RTOL = {"rope": 1e-4, "mha-rope": 1e-4, "block": 1e-4, "lm": 1e-4, "adamw": 5e-4}
+RTOL_DEFAULT = 2e-5
+MARGIN = 100.0   # times the float32 reference's own distance from float64
+
+INTERFACE_TEXT = ("missing key(s) in state_dict", "unexpected key(s) in state_dict", "size mismatch for",
+                  "error(s) in loading state_dict", "unexpected keyword argument", "positional argument",
+                  "required positional", "takes from", "got multiple values")
+
+
+def reference():
+    from reference_model import lm_adapters
+    return lm_adapters
+
+
+def student_location(tb) -> dict | None:
+    """The innermost frame of the student's files (adapters or package) in a traceback."""
+    loc = None
+    while tb is not None:
+        shown = lm_loader.STATE.files.get(tb.tb_frame.f_code.co_filename)
+        if shown:
+            loc = {"file": shown, "line": tb.tb_lineno}
+        tb = tb.tb_next
+    return loc
+
+
+def classify(exc: BaseException) -> str:
+    """not-implemented | missing-module | interface | timeout | error, from the exception alone."""
+    if isinstance(exc, ProbeTimeout):
+        return "timeout"
+    if isinstance(exc, NotImplementedError):
+        return "not-implemented"
+    if isinstance(exc, ModuleNotFoundError):
+        return "missing-module"
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, KeyError) or any(t in text for t in INTERFACE_TEXT):
+        return "interface"
+    return "error"
+
+
+class Outcome(Exception):
+    """A component's run ended in an exception: carries the finished check."""
+
+    def __init__(self, chk: dict):
+        super().__init__(chk["detail"])
+        self.check = chk
+
+
+def call(ctx, comp: str, args: tuple, case: str):
+    """Call the student's adapter; an exception becomes an Outcome with a per-component check."""
+    name = ADAPTER[comp]
+    fn = getattr(ctx.module, name, None)
+    if fn is None:
+        raise Outcome(check(f"lm-{comp}", "skip", {"status": "missing"}, "", f"{name} is not defined",
+                            data={"component": comp, "kind": "absent", "adapter": name}))
+    try:
+        with ctx.student(f"{name}(...)", seconds=ctx.budget(30.0)):
+            return _traced(ctx, comp, fn, args)
+    except StudentError as e:
+        if isinstance(e.exc, MemoryError):
+            raise
+        raise exception_outcome(comp, e.exc, case) from None
+
+
+def _traced(ctx, comp: str, fn, args):
+    """Call fn, remembering which of the student's functions ran (file, first line, name), in first-call order.
+
+    The parent locates a failing component at the first function that ran for it and for no passing one."""
+    import sys
+    seen = ctx.cache.setdefault("lm_functions", {}).setdefault(comp, {})
+    files = lm_loader.STATE.files
+
+    def prof(frame, event, arg):
+        if event == "call":
+            co = frame.f_code
+            shown = files.get(co.co_filename)
+            if shown and len(seen) < 40:
+                seen.setdefault((shown, co.co_firstlineno), getattr(co, "co_qualname", co.co_name))
+    old = sys.getprofile()
+    sys.setprofile(prof)
+    try:
+        return fn(*args)
+    finally:
+        sys.setprofile(old)
+
+
+def functions_ran(ctx, comp: str) -> list:
+    return [[f, line, name] for (f, line), name in ctx.cache.get("lm_functions", {}).get(comp, {}).items()]
+
+
+def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
+    """The component's check for an exception raised by the student's code (adapter or a class it returned)."""
+    name = ADAPTER[comp]
+    kind = classify(exc)
+    msg = f"{type(exc).__name__}: {str(exc)[:400]}"
+    loc = student_location(exc.__traceback__)
+    data = {"component": comp, "kind": kind, "adapter": name, "case": case, "exception": type(exc).__name__,
+            "message": msg[:1000], "where": f"{name}(...)", "timeout": kind == "timeout"}
+    if kind == "not-implemented":
+        return Outcome(check(f"lm-{comp}", "skip", {"status": "not implemented"}, "",
+                             f"{name} raises NotImplementedError (not implemented yet)", data=data, location=loc))
+    if kind == "missing-module":
+        data["missing_module"] = getattr(exc, "name", None)
+        data["imports"] = [n for n in lm_loader.STATE.notes if n.get("missing_module") == data["missing_module"]][:5]
+    return Outcome(check(f"lm-{comp}", "error", {"exception": type(exc).__name__, "message": msg[:300]},
+                         "runs without raising", f"{name} raised {msg[:300]} on {case}", data=data, location=loc))
+
+
+def as_plain(out, comp: str, case: str):
+    """The student's output as a plain tensor, or an Outcome saying why it is not one."""
+    name = ADAPTER[comp]
+    problem = None
+    if out is None:
+        problem = f"{name} returned None"
+    elif not isinstance(out, torch.Tensor):
+        problem = f"{name} returned {type(out).__name__}, expected a tensor"
+    else:
+        problem = trusted.bad_tensor(out, str(out.device) if type(out) is torch.Tensor else "cpu")
+    if problem:
+        raise Outcome(check(f"lm-{comp}", "error", {"problem": problem}, "a plain float tensor",
+                            f"{problem} on {case}", data={"component": comp, "kind": "interface",
+                                                          "adapter": name, "case": case, "message": problem}))
+    return out.detach()
+
+
+def to64(x):
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.detach().double()
+    if isinstance(x, dict):
+        return {k: to64(v) for k, v in x.items()}
+    return x
+
+
+def compare(comp: str, case: str, got: torch.Tensor, ref64: torch.Tensor, ref32: torch.Tensor) -> dict:
+    """One case: errors of the student's output against float64, and the tolerance it had."""
+    if tuple(got.shape) != tuple(ref64.shape):
+        return {"case": case, "ok": False, "shape": list(got.shape), "expected_shape": list(ref64.shape)}
+    got64 = got.double()
+    scale = float(ref64.abs().max()) if ref64.numel() else 0.0
+    err32 = float((ref32.double() - ref64).abs().max()) if ref64.numel() else 0.0
+    tol = MARGIN * err32 + RTOL.get(comp, RTOL_DEFAULT) * max(scale, 1e-3)
+    diff = (got64 - ref64).abs()
+    finite = bool(torch.isfinite(got64).all())
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    return {"case": case, "ok": finite and max_abs <= tol, "finite": finite,
+            "max_abs": rnd(max_abs, 9) if finite else None, "max_rel": rnd(max_abs / max(scale, 1e-12), 9)
+            if finite else None, "tol": rnd(tol, 9), "scale": rnd(scale, 6)}
+
+
+def verdict(comp: str, rows: list[dict], what: str) -> dict:
+    """The component's check from its cases: fail on the worst case, pass when all are within tolerance."""
+    bad = [r for r in rows if not r["ok"]]
+    name = ADAPTER[comp]
+    data = {"component": comp, "adapter": name, "cases": rows}
+    if not bad:
+        worst = max(rows, key=lambda r: (r.get("max_rel") or 0))
+        return check(f"lm-{comp}", "pass", {"max_abs": worst.get("max_abs"), "max_rel": worst.get("max_rel")},
+                     "within tolerance of the reference on every case",
+                     f"{len(rows)} cases ({what}); worst relative error {worst.get('max_rel')}", data=data)
+    r = bad[0]
+    data.update(kind="mismatch", case=r["case"])
+    if "shape" in r:
+        detail = f"returned shape {r['shape']}, expected {r['expected_shape']} on {r['case']}"
+        data["kind"] = "shape"
+        return check(f"lm-{comp}", "fail", {"shape": r["shape"]}, f"shape {r['expected_shape']}", detail,
+                     data=data)
+    if not r["finite"]:
+        detail = f"NaN or infinite outputs on {r['case']}"
+        return check(f"lm-{comp}", "fail", {"finite": False}, "finite outputs", detail, data=data)
+    detail = (f"{len(bad)} of {len(rows)} cases differ from the reference; first: {r['case']}: max abs error "
+              f"{r['max_abs']:.3g}, relative {r['max_rel']:.3g} (tolerance {r['tol']:.2g})")
+    return check(f"lm-{comp}", "fail", {"max_abs": r["max_abs"], "max_rel": r["max_rel"]},
+                 f"max abs error <= {r['tol']:.2g}", detail, data=data)
+
+
+def run_cases(ctx, comp: str, cases, what: str, redraw=None) -> list[dict]:
+    """cases: [(description, args builder)] where builder() -> args tuple (float32 tensors, fresh each call);
+    redraw(seed) -> such cases for another draw: a failing component is then fingerprinted against the mutants."""
+    ref = getattr(reference(), ADAPTER[comp])
+    rows = []
+    try:
+        for desc, build in cases:
+            got = as_plain(call(ctx, comp, build(), desc), comp, desc)
+            with torch.no_grad():
+                ref64 = ref(*[to64(a) for a in build()]).detach()
+                ref32 = ref(*build()).detach()
+            rows.append(compare(comp, desc, got, ref64, ref32))
+    except Outcome as o:
+        return [o.check]
+    c = verdict(comp, rows, what)
+    c["data"]["functions"] = functions_ran(ctx, comp)
+    if c["status"] == "fail" and redraw is not None:
+        from .lm_fingerprint import match_cases
+        attach(c, match_cases(ctx, comp, redraw))
+    return [c]
+
+
+def attach(c: dict, fp: dict | None):
+    """Put a fingerprint (the known bug the outputs equal) on a failing check."""
+    if fp:
+        c["data"]["fingerprint"] = fp
+        c["detail"] += f"; equals the reference with '{fp['summary']}' to {fp['max_abs']:.1g} on {fp['draws']} draws"
+
+
+def gen(seed: int, k: int) -> torch.Generator:
+    """A seeded generator per case: the same inputs for every submission at the same --seed."""
+    return torch.Generator().manual_seed(seed * 1000 + k)

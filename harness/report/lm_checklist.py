@@ -1,0 +1,68 @@
+"""The `lm` report's component checklist, in the assignment's build order (terminal and HTML share it)."""
+from __future__ import annotations
+
+from ..probes.lm_common import ADAPTER, COMPONENTS
+
+MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
+
+
+def rows(result: dict) -> list[dict]:
+    """[{component, adapter, state, note, diagnosis}] for every component, in build order."""
+    checks = {c.get("id"): c for c in result.get("checks") or [] if isinstance(c, dict)}
+    diag = {}
+    for d in result.get("diagnoses") or []:
+        if isinstance(d, dict) and d.get("component"):
+            diag.setdefault(d["component"], d.get("id"))
+    out = []
+    for comp, adapter, _ in COMPONENTS:
+        c = checks.get(f"lm-{comp}")
+        data = (c or {}).get("data") or {}
+        if c is None:
+            state, note = "not run", ""
+        elif c["status"] == "skip":
+            state = "not implemented" if data.get("kind") == "not-implemented" else \
+                "not defined" if data.get("kind") == "absent" else "not run"
+            note = str(c.get("detail", ""))[:120]
+        elif c["status"] == "pass":
+            m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+            state, note = "pass", (f"max rel error {m['max_rel']:.1e}" if isinstance(m.get("max_rel"), (int, float))
+                                   else "")
+        else:
+            m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+            state = "fail" if c["status"] == "fail" else "error"
+            note = (f"max rel error {m['max_rel']:.2g}" if isinstance(m.get("max_rel"), (int, float))
+                    else str(c.get("detail", ""))[:120])
+        out.append({"component": comp, "adapter": ADAPTER[comp], "state": state, "note": note,
+                    "diagnosis": diag.get(comp), "detail": (c or {}).get("detail", "")})
+    return out
+
+
+def terminal_lines(result: dict, width: int, st) -> list[str]:
+    """Wrapped `✓ linear  ✗ rope (max rel error 0.41)  – adamw (not implemented)` lines."""
+    items = []                                   # (plain text for the width, styled text)
+    for r in rows(result):
+        plain = f"{MARK[r['state']]} {r['component']}"
+        if r["state"] in ("fail", "error"):
+            extra = f" ({r['note']})" if r["note"] and len(r["note"]) < 30 else ""
+            items.append((plain + extra, st(plain, "red", True) + extra))
+        elif r["state"] in ("not implemented", "not defined"):
+            plain += f" ({r['state']})"
+            items.append((plain, st(plain, dim=True)))
+        else:
+            items.append((plain, plain))
+    indent = 13
+    lines, cur, n = [], "  components ", indent
+    for plain, styled in items:
+        if n + len(plain) + 2 > width and n > indent:
+            lines.append(cur.rstrip())
+            cur, n = " " * indent, indent
+        cur += styled + "  "
+        n += len(plain) + 2
+    lines.append(cur.rstrip())
+    imports = next((c for c in result.get("checks") or [] if isinstance(c, dict) and c.get("id") == "lm-imports"), None)
+    failed = ((imports or {}).get("data") or {}).get("import_failures") or []
+    mods = sorted({str(n.get("missing_module") or n.get("error", "?"))[:60] for n in failed if isinstance(n, dict)})
+    if mods:    # not an error by itself: only a component that uses the name fails (and then says so)
+        text = f"  imports    not available: {', '.join(mods[:5])} (only code that uses them would fail)"
+        lines.append(st(text[:width], dim=True))
+    return lines
