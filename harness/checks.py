@@ -118,6 +118,33 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                        "an instructor should know; output is kept up to 256 KB"),),
 }
 
+# lm (CS336 adapters): one check per component against the reference, and the properties that say how
+LM_COMPONENTS = ("linear", "embedding", "rmsnorm", "silu", "swiglu", "softmax", "sdpa", "rope", "mha", "mha-rope",
+                 "block", "lm", "cross-entropy", "adamw", "lr-schedule", "gradient-clipping", "get-batch")
+DECLARED.update({f"lm-{c}": (C(f"lm-{c}", f"max abs / relative error of the {c} adapter against the reference on "
+                                           "seeded inputs of several shapes (trained weights too for block, lm)",
+                               "100x the reference's float32-vs-float64 error, with a floor per component",
+                               "probes/lm_common.py: measured float32 vs float64 spreads"),) for c in LM_COMPONENTS})
+DECLARED.update({
+    "contract": DECLARED["contract"] + (C("lm-imports", "imports of the student's package that failed", "info",
+                                          "placeholders raise only when used"),
+                                        C("lm-out-of-scope", "tokenizer/BPE/checkpoint adapters", "info",
+                                          "issue 12: out of scope")),
+    "lm-rope-properties": (C("lm-rope-identity-at-0", "max |RoPE(x, 0) - x|", "float32 noise", "identity at 0"),
+                           C("lm-rope-norm", "max ||RoPE(x)| - |x||", "float32 noise", "a rotation keeps norms"),
+                           C("lm-rope-relative", "q_m.k_n against q_(m+s).k_(n+s)", "float32 noise",
+                             "RoPE is relative")),
+    "lm-rmsnorm-properties": (C("lm-rmsnorm-scale", "RMSNorm(10x) vs RMSNorm(x)", "float32 noise",
+                                "scale invariance"),
+                              C("lm-rmsnorm-per-token", "one token's output when another changes", "0",
+                                "tokens are normalised on their own")),
+    "lm-softmax-properties": (C("lm-softmax-shift", "softmax(x + 100) vs softmax(x); finite at + 1000",
+                                "float32 noise", "shift invariance"),),
+    "lm-causal": tuple(C(f"lm-{c}-causal", f"{c}: change of outputs before the last position when the last token "
+                                           "changes", "0", "causal attention") for c in ("mha", "mha-rope", "block",
+                                                                                         "lm")),
+})
+
 BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from . import sandbox
 from .outcome import ChildOutcome
+from .repo_copy import copy_repo
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -224,7 +225,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     try:
         if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
             name = "repo"
-            static = _copy_repo(submission, work / name)
+            static = copy_repo(submission, work / name, _static_findings)
         else:
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
@@ -397,37 +398,6 @@ def _static_findings(copy: Path, display: str) -> list[dict]:
         return []
 
 
-REPO_MAX_FILES, REPO_MAX_BYTES, REPO_FILE_BYTES = 3000, 40 * 1024 * 1024, 2 * 1024 * 1024
-
-
-def _copy_repo(src: Path, dst: Path) -> list[dict]:
-    """Copy a repository's Python files (no data, no .git, no links) into the work folder; scan them."""
-    from .lm_loader import SKIP_ANYWHERE, SKIP_DIRS
-    static, n, total = [], 0, 0
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        skip = SKIP_DIRS if Path(dirpath) == src else SKIP_ANYWHERE   # cs336_basics/data/ is code, ./data is not
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
-        for f in sorted(filenames):
-            p = Path(dirpath) / f
-            if not f.endswith(".py") or p.is_symlink() or not p.is_file():
-                continue
-            size = p.stat().st_size
-            if size > REPO_FILE_BYTES or n >= REPO_MAX_FILES or total + size > REPO_MAX_BYTES:
-                continue
-            rel = p.relative_to(src)
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, dst / rel)
-            n, total = n + 1, total + size
-            # scanned: the adapters and package modules (what the adapters can import); not the course's tests,
-            # nor loose scripts (a training script's eval() never runs in a check and must not read as tampering)
-            in_package = len(rel.parts) > 1 and (src / rel.parts[0] / "__init__.py").is_file()
-            if rel.name == "adapters.py" or (in_package and rel.parts[0] != "tests"):
-                for finding in _static_findings(dst / rel, f"{src}/{rel}"):
-                    finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
-                        if finding.get("location") else None
-                    static.append(finding)
-    dst.mkdir(exist_ok=True)
-    return static
 
 
 def _empty_payload(assignment: str) -> dict:

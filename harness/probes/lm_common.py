@@ -216,7 +216,7 @@ def verdict(comp: str, rows: list[dict], what: str) -> dict:
                  f"max abs error <= {r['tol']:.2g}", detail, data=data)
 
 
-def run_cases(ctx, comp: str, cases, what: str, redraw=None) -> list[dict]:
+def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -> list[dict]:
     """cases: [(description, args builder)] where builder() -> args tuple (float32 tensors, fresh each call);
     redraw(seed) -> such cases for another draw: a failing component is then fingerprinted against the mutants."""
     ref = getattr(reference(), ADAPTER[comp])
@@ -232,9 +232,8 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None) -> list[dict]:
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
-    if c["status"] == "fail" and redraw is not None:
-        from .lm_fingerprint import match_cases
-        attach(c, match_cases(ctx, comp, redraw))
+    if c["status"] == "fail" and redraw is not None and fingerprint is not None:
+        attach(c, fingerprint(ctx, comp, redraw))    # passed in by the caller: lm_fingerprint imports this module
     return [c]
 
 

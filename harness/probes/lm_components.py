@@ -17,9 +17,10 @@ import torch
 
 from .base import check
 from .lm_common import gen, run_cases
+from .lm_fingerprint import match_cases
 
 
-def _randn(g, *shape, scale=1.0):
+def seeded_randn(g, *shape, scale=1.0):
     return torch.randn(*shape, generator=g) * scale
 
 
@@ -35,14 +36,14 @@ def _case(seed, k, make):
 def linear_cases(seed):
     shapes = [(16, 24, (5, 16)), (32, 8, (2, 3, 7, 32)), (64, 64, (1, 64))]
     return [(f"d_in={i} d_out={o} x{list(x)}", _case(seed, k, lambda g, i=i, o=o, x=x:
-                                                      (i, o, _w(g, o, i), _randn(g, *x))))
+                                                      (i, o, _w(g, o, i), seeded_randn(g, *x))))
             for k, (i, o, x) in enumerate(shapes)]
 
 
 def embedding_cases(seed):
     shapes = [(50, 16, (4, 9)), (20, 8, (2, 3, 5)), (100, 32, (7,))]
     return [(f"vocab={v} d={d} ids{list(s)}", _case(seed, 10 + k, lambda g, v=v, d=d, s=s:
-                                                    (v, d, _randn(g, v, d), torch.randint(0, v, s, generator=g))))
+                                                    (v, d, seeded_randn(g, v, d), torch.randint(0, v, s, generator=g))))
             for k, (v, d, s) in enumerate(shapes)]
 
 
@@ -50,31 +51,31 @@ def rmsnorm_cases(seed):
     # scale 1e-3: the mean square (1e-6) is below eps, so where eps goes matters; scale 30: large activations
     shapes = [((2, 7, 16), 1.0, 1e-5), ((3, 16), 1e-3, 1e-5), ((2, 2, 5, 16), 30.0, 1e-5), ((4, 16), 1e-3, 1e-3)]
     out = [(f"x{list(x)} scale {sc} eps {eps}", _case(seed, 20 + k, lambda g, x=x, sc=sc, eps=eps:
-                                                      (x[-1], eps, 1 + 0.2 * _randn(g, x[-1]),
-                                                       _randn(g, *x, scale=sc))))
+                                                      (x[-1], eps, 1 + 0.2 * seeded_randn(g, x[-1]),
+                                                       seeded_randn(g, *x, scale=sc))))
            for k, (x, sc, eps) in enumerate(shapes)]
     # float16 activations of ~300: their squares (9e4) overflow float16 (max 65504) unless upcast first
     out.append(("x[3, 16] float16 scale 300", _case(seed, 29, lambda g: (
-        16, 1e-5, (1 + 0.2 * _randn(g, 16)).half(), _randn(g, 3, 16, scale=300.0).half()))))
+        16, 1e-5, (1 + 0.2 * seeded_randn(g, 16)).half(), seeded_randn(g, 3, 16, scale=300.0).half()))))
     return out
 
 
 def silu_cases(seed):
-    return [("x[4, 11] in [-10, 10]", _case(seed, 30, lambda g: (_randn(g, 4, 11, scale=5.0),))),
-            ("x[2, 3, 8]", _case(seed, 31, lambda g: (_randn(g, 2, 3, 8),)))]
+    return [("x[4, 11] in [-10, 10]", _case(seed, 30, lambda g: (seeded_randn(g, 4, 11, scale=5.0),))),
+            ("x[2, 3, 8]", _case(seed, 31, lambda g: (seeded_randn(g, 2, 3, 8),)))]
 
 
 def swiglu_cases(seed):
     shapes = [(16, 40, (2, 6, 16)), (32, 24, (5, 32))]
     return [(f"d_model={d} d_ff={f} x{list(x)}", _case(seed, 40 + k, lambda g, d=d, f=f, x=x:
-                                                       (d, f, _w(g, f, d), _w(g, d, f), _w(g, f, d), _randn(g, *x))))
+                                                       (d, f, _w(g, f, d), _w(g, d, f), _w(g, f, d), seeded_randn(g, *x))))
             for k, (d, f, x) in enumerate(shapes)]
 
 
 def softmax_cases(seed):
     rows = [((3, 7), -1, 0.0), ((2, 5, 9), 1, 0.0), ((4, 6), -1, 100.0), ((2, 3, 4), 0, 0.0)]
     return [(f"x{list(s)} dim={d}" + (f" + {off:g}" if off else ""),
-             _case(seed, 50 + k, lambda g, s=s, d=d, off=off: (_randn(g, *s, scale=3.0) + off, d)))
+             _case(seed, 50 + k, lambda g, s=s, d=d, off=off: (seeded_randn(g, *s, scale=3.0) + off, d)))
             for k, (s, d, off) in enumerate(rows)]
 
 
@@ -87,11 +88,11 @@ def _mask(g, *shape):
 def sdpa_cases(seed):
     return [
         ("Q[2, 5, 8] K,V[2, 7, 8|6] with mask", _case(seed, 60, lambda g: (
-            _randn(g, 2, 5, 8), _randn(g, 2, 7, 8), _randn(g, 2, 7, 6), _mask(g, 2, 5, 7)))),
+            seeded_randn(g, 2, 5, 8), seeded_randn(g, 2, 7, 8), seeded_randn(g, 2, 7, 6), _mask(g, 2, 5, 7)))),
         ("Q[2, 3, 4, 8] K,V[2, 3, 6, 8] 4-D with mask", _case(seed, 61, lambda g: (
-            _randn(g, 2, 3, 4, 8), _randn(g, 2, 3, 6, 8), _randn(g, 2, 3, 6, 8), _mask(g, 2, 3, 4, 6)))),
+            seeded_randn(g, 2, 3, 4, 8), seeded_randn(g, 2, 3, 6, 8), seeded_randn(g, 2, 3, 6, 8), _mask(g, 2, 3, 4, 6)))),
         ("Q[1, 6, 16] K,V[1, 6, 16] no mask", _case(seed, 62, lambda g: (
-            _randn(g, 1, 6, 16), _randn(g, 1, 6, 16), _randn(g, 1, 6, 16), None))),
+            seeded_randn(g, 1, 6, 16), seeded_randn(g, 1, 6, 16), seeded_randn(g, 1, 6, 16), None))),
     ]
 
 
@@ -99,18 +100,18 @@ def rope_cases(seed):
     rows = [((2, 9, 16), list(range(9))), ((3, 6, 16), [3, 4, 7, 11, 12, 20]),
             ((1, 40, 16), list(range(10, 50)))]
     return [(f"x{list(x)} positions {pos[:3]}...{pos[-1]}", _case(seed, 70 + k, lambda g, x=x, pos=pos: (
-        x[-1], 10000.0, 64, _randn(g, *x), torch.tensor(pos))))
+        x[-1], 10000.0, 64, seeded_randn(g, *x), torch.tensor(pos))))
         for k, (x, pos) in enumerate(rows)]
 
 
-def _mha_weights(g, d):
+def mha_weights(g, d):
     return tuple(_w(g, d, d) for _ in range(4))
 
 
 def mha_cases(seed):
     rows = [(32, 4, (2, 7, 32)), (32, 4, (1, 1, 32)), (32, 2, (3, 20, 32))]
     return [(f"d_model={d} heads={h} x{list(x)}", _case(seed, 80 + k, lambda g, d=d, h=h, x=x: (
-        d, h, *_mha_weights(g, d), _randn(g, *x)))) for k, (d, h, x) in enumerate(rows)]
+        d, h, *mha_weights(g, d), seeded_randn(g, *x)))) for k, (d, h, x) in enumerate(rows)]
 
 
 def mha_rope_cases(seed):
@@ -118,7 +119,7 @@ def mha_rope_cases(seed):
             (32, 2, (1, 30, 32), list(range(5, 35)))]
     return [(f"d_model={d} heads={h} x{list(x)} positions {pos[:3]}...{pos[-1]}",
              _case(seed, 90 + k, lambda g, d=d, h=h, x=x, pos=pos: (
-                 d, h, 64, 10000.0, *_mha_weights(g, d), _randn(g, *x), torch.tensor(pos))))
+                 d, h, 64, 10000.0, *mha_weights(g, d), seeded_randn(g, *x), torch.tensor(pos))))
             for k, (d, h, x, pos) in enumerate(rows)]
 
 
@@ -126,18 +127,18 @@ def block_weights(g, d, d_ff, prefix=""):
     w = {}
     for n in ("q_proj", "k_proj", "v_proj", "output_proj"):
         w[f"{prefix}attn.{n}.weight"] = _w(g, d, d)
-    w[f"{prefix}ln1.weight"] = 1 + 0.2 * _randn(g, d)
+    w[f"{prefix}ln1.weight"] = 1 + 0.2 * seeded_randn(g, d)
     w[f"{prefix}ffn.w1.weight"] = _w(g, d_ff, d)
     w[f"{prefix}ffn.w2.weight"] = _w(g, d, d_ff)
     w[f"{prefix}ffn.w3.weight"] = _w(g, d_ff, d)
-    w[f"{prefix}ln2.weight"] = 1 + 0.2 * _randn(g, d)
+    w[f"{prefix}ln2.weight"] = 1 + 0.2 * seeded_randn(g, d)
     return w
 
 
 def block_cases(seed):
     rows = [(32, 4, 48, (2, 7, 32)), (32, 2, 64, (1, 16, 32))]
     out = [(f"d_model={d} heads={h} d_ff={f} x{list(x)}", _case(seed, 100 + k, lambda g, d=d, h=h, f=f, x=x: (
-        d, h, f, 64, 10000.0, block_weights(g, d, f), _randn(g, *x)))) for k, (d, h, f, x) in enumerate(rows)]
+        d, h, f, 64, 10000.0, block_weights(g, d, f), seeded_randn(g, *x)))) for k, (d, h, f, x) in enumerate(rows)]
     ckpt = trained()
     if ckpt:      # the trained checkpoint's first layer, on embeddings of random tokens
         cfg, sd = ckpt
@@ -150,10 +151,10 @@ def block_cases(seed):
 
 
 def lm_weights(g, vocab, d, layers, d_ff):
-    w = {"token_embeddings.weight": _randn(g, vocab, d)}
+    w = {"token_embeddings.weight": seeded_randn(g, vocab, d)}
     for i in range(layers):
         w.update(block_weights(g, d, d_ff, f"layers.{i}."))
-    w["ln_final.weight"] = 1 + 0.2 * _randn(g, d)
+    w["ln_final.weight"] = 1 + 0.2 * seeded_randn(g, d)
     w["lm_head.weight"] = _w(g, vocab, d)
     return w
 
@@ -203,7 +204,7 @@ def probe(comp: str):
     make, what = CASES[comp]
 
     def fn(ctx):
-        return run_cases(ctx, comp, make(ctx.seed), what, redraw=make)
+        return run_cases(ctx, comp, make(ctx.seed), what, redraw=make, fingerprint=match_cases)
     fn.__name__ = f"lm_{comp.replace('-', '_')}"
     return fn
 

@@ -17,7 +17,7 @@ import torch
 
 from .base import check, rnd
 from .lm_common import Outcome, as_plain, call, gen
-from .lm_components import _mha_weights, _randn, block_weights, lm_weights
+from .lm_components import mha_weights, seeded_randn, block_weights, lm_weights
 
 TOL = 1e-4        # relative; float32 round-off of these small computations is < 1e-6 (measured on the reference)
 
@@ -52,8 +52,8 @@ def _guard(pid, comp, fn):
 def rope(ctx):
     g = gen(ctx.seed, 300)
     d, theta = 16, 10000.0
-    x = _randn(g, 2, 6, d)
-    q, k = _randn(g, 1, 1, d), _randn(g, 1, 1, d)
+    x = seeded_randn(g, 2, 6, d)
+    q, k = seeded_randn(g, 1, 1, d), seeded_randn(g, 1, 1, d)
 
     def identity():
         out = _run(ctx, "rope", (d, theta, 64, x.clone(), torch.zeros(6, dtype=torch.long)), "positions all 0")
@@ -88,7 +88,7 @@ def rope(ctx):
 def rmsnorm(ctx):
     g = gen(ctx.seed, 310)
     d = 16
-    w, x = 1 + 0.2 * _randn(g, d), _randn(g, 4, 5, d)
+    w, x = 1 + 0.2 * seeded_randn(g, d), seeded_randn(g, 4, 5, d)
 
     def scale():
         a = _run(ctx, "rmsnorm", (d, 1e-5, w.clone(), x.clone()), "x")
@@ -110,7 +110,7 @@ def rmsnorm(ctx):
 
 
 def softmax(ctx):
-    x = _randn(gen(ctx.seed, 320), 3, 7, scale=3.0)
+    x = seeded_randn(gen(ctx.seed, 320), 3, 7, scale=3.0)
 
     def shift():
         a = _run(ctx, "softmax", (x.clone(), -1), "x")
@@ -137,9 +137,9 @@ def _causal_pair(ctx, comp, build, what):
 def causal(ctx):
     d, h, t = 32, 4, 8
     g = gen(ctx.seed, 330)
-    ws, x = _mha_weights(g, d), _randn(g, 2, t, d)
+    ws, x = mha_weights(g, d), seeded_randn(g, 2, t, d)
     x2 = x.clone()
-    x2[:, -1] = _randn(g, 2, d)
+    x2[:, -1] = seeded_randn(g, 2, d)
     bw, lw = block_weights(g, d, 48), lm_weights(g, 40, d, 2, 48)
     ids = torch.randint(0, 40, (2, t), generator=g)
     ids2 = ids.clone()

@@ -7,7 +7,7 @@ import torch
 from .base import StudentError, check, rnd
 from .lm_common import (Outcome, attach, call, compare, exception_outcome, functions_ran, gen, reference, run_cases,
                         verdict)
-from .lm_fingerprint import match_outputs
+from .lm_fingerprint import match_cases, match_outputs
 
 
 def ce_cases(seed):
@@ -21,7 +21,8 @@ def ce_cases(seed):
 
 
 def cross_entropy(ctx):
-    return run_cases(ctx, "cross-entropy", ce_cases(ctx.seed), "large logits", redraw=ce_cases)
+    return run_cases(ctx, "cross-entropy", ce_cases(ctx.seed), "large logits", redraw=ce_cases,
+                     fingerprint=match_cases)
 
 
 def _params(seed, k, dtype=torch.float32):

@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 
 from . import figures as F
+from .lm_checklist import html_rows
 from .terminal import source_lines, where
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -422,18 +423,8 @@ def context(result: dict, source_path=None, timings: dict | None = None) -> dict
         "n_checks": len(checks), "sections": sections, "params": params, "not_measured": not_measured,
         "checks": check_rows(result), "stdout": _long_text(result.get("stdout")),
         "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result),
-        "section_titles": SECTION_TITLES, "components": _lm_components(result),
+        "section_titles": SECTION_TITLES, "components": html_rows(result, _str),
     }
-
-
-def _lm_components(result: dict) -> list[dict]:
-    """The `lm` checklist rows (build order), with a badge class per state; [] for other assignments."""
-    if result.get("assignment") != "lm":
-        return []
-    from .lm_checklist import MARK, rows
-    badge = {"pass": "s-pass", "fail": "s-fail", "error": "s-error"}
-    return [dict(r, mark=MARK[r["state"]], badge=badge.get(r["state"], "s-skip"),
-                 note=_str(r["note"], 300), detail=_str(r["detail"], 600)) for r in rows(result)]
 
 
 def render(result: dict, source_path=None) -> str:

@@ -66,3 +66,12 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
         text = f"  imports    not available: {', '.join(mods[:5])} (only code that uses them would fail)"
         lines.append(st(text[:width], dim=True))
     return lines
+
+
+def html_rows(result: dict, trunc) -> list[dict]:
+    """The `lm` checklist rows for the HTML report (build order, a badge class per state); [] otherwise."""
+    if result.get("assignment") != "lm":
+        return []
+    badge = {"pass": "s-pass", "fail": "s-fail", "error": "s-error"}
+    return [dict(r, mark=MARK[r["state"]], badge=badge.get(r["state"], "s-skip"),
+                 note=trunc(r["note"], 300), detail=trunc(r["detail"], 600)) for r in rows(result)]
