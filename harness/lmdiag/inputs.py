@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import numpy as np
 import torch
@@ -221,14 +222,28 @@ def cases(component: str, draw: int):
 
 # --------------------------------------------------------------------------- running and comparing
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+def _raised_by_torch(exc) -> bool:
+    """A NotImplementedError from torch itself (a kernel missing for a dtype), not a student's stub."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    in_torch = tb is not None and tb.tb_frame.f_code.co_filename.startswith(_TORCH_DIR)
+    return in_torch or "not implemented for '" in str(exc)
+
+
 def run_case(call, fn):
     """The output of one case: list of float64 tensors, or a string for any other ending."""
     grad = contextlib.nullcontext()
     try:
         with grad:
             out = call(fn)
-    except NotImplementedError:
-        return "not-implemented"
+    except NotImplementedError as e:
+        if not _raised_by_torch(e):                          # the student's own `raise NotImplementedError`
+            return "not-implemented"
+        return f"raised NotImplementedError: {str(e)[:300]}"  # e.g. a kernel missing for an integer dtype
     except Exception as e:                                   # noqa: BLE001 - the student's exception is data
         return f"raised {type(e).__name__}: {str(e)[:300]}"
     if out is None:

@@ -65,7 +65,7 @@ def _arg_values(args, names) -> dict:
 
 def from_exception(component: str, message: str, args=(), names=()) -> dict | None:
     """An interface finding from a raised exception's text ('raised KeyError: ...'), or None."""
-    kind, _, text = message.partition(": ")
+    kind, _, text = message.removeprefix("raised ").partition(": ")
     low = text.lower()
     contract = [k for k in (args_state_keys(args))]
     missing = [k for m in _MISSING.findall(text) for k in _keys(m)]
@@ -102,6 +102,9 @@ def from_exception(component: str, message: str, args=(), names=()) -> dict | No
                 line += " (its dimensions are swapped: constructed with the arguments in the wrong order)"
             ev.append(line)
         return _finding(ev, "shapes", sizes=sizes)
+    sized = _size_from_scalar(text, args, names)
+    if sized:
+        return sized
     if kind == "KeyError":
         key = text.strip("'\"")
         near = [k for k in contract if k.endswith(key) or key.endswith(k)]
@@ -117,6 +120,25 @@ def from_exception(component: str, message: str, args=(), names=()) -> dict | No
     if kind == "TypeError" and ("positional argument" in low or "unexpected keyword" in low or "got multiple" in low):
         return _finding([f"{kind}: {text[:200]} - the adapter calls your code with arguments it does not take"],
                         "arguments")
+    return None
+
+
+# arguments that are never a tensor size: a size equal to one of them (or its half, as RoPE's d_k / 2
+# pairs) means the argument was passed where a size belongs
+_NOT_SIZES = ("theta", "rope_theta", "eps", "max_learning_rate", "min_learning_rate")
+
+
+def _size_from_scalar(text, args, names) -> dict | None:
+    sizes = {int(n) for n in re.findall(r"\b(\d+)\b", text)}
+    for name, a in zip(names, args):
+        if name not in _NOT_SIZES or isinstance(a, bool) or not isinstance(a, (int, float)):
+            continue
+        for size in sizes:
+            for factor, how in ((1, ""), (0.5, " / 2")):
+                if size > 2 and abs(size - a * factor) < 0.5:
+                    return _finding([f"a tensor has size {size} = {name}{how} ({name} = {a:g}): {name} was used "
+                                     "where a size belongs (arguments passed in the wrong order?)", text[:200]],
+                                    "swapped-arguments", confidence=0.85)
     return None
 
 

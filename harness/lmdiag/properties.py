@@ -173,8 +173,10 @@ def softmax_props(fn):
         s = run(fn, x, dim)
         err = float((s.sum(dim) - 1).abs().max())
         last = float((s.sum(-1) - 1).abs().max())
-        out.append(prop(f"softmax-sums-dim{dim}", "softmax", f"slices along dim={dim} sum to 1", err, "< 1e-5",
-                        err < 1e-5, "softmax-ignores-dim" if last < 1e-5 else "softmax-normalisation", 0.85))
+        # 1e-3: a softmax computed in half precision sums to 1 +- 1e-3 (the precision check names that);
+        # normalising the wrong axis leaves sums off by O(1)
+        out.append(prop(f"softmax-sums-dim{dim}", "softmax", f"slices along dim={dim} sum to 1", err, "< 1e-3",
+                        err < 1e-3, "softmax-ignores-dim" if last < 1e-3 else "softmax-normalisation", 0.85))
     base = run(fn, x, -1)
     shift = float((run(fn, x + 30, -1) - base).abs().max())
     out.append(prop("softmax-shift-invariant", "softmax", "softmax(x + 30) = softmax(x)", shift, "< 1e-5", shift < 1e-5,
@@ -218,10 +220,11 @@ def sdpa_props(fn):
     w = run(fn, q, k, v, None)
     rows = float((w.sum(-1) - 1).abs().max())
     cols = float((w.sum(-2) - 1).abs().max()) if nq == nk else math.inf
-    out.append(prop("sdpa-rows-sum-to-one", "sdpa", "each query's weights over the keys sum to 1", rows, "< 1e-5",
-                    rows < 1e-5, "softmax-wrong-dim" if float((w.sum(-2) - 1).abs().max()) < 1e-5 or cols < 1e-5
+    # 1e-3: half-precision softmax sums to 1 +- 1e-3; a softmax over the wrong axis is off by O(1)
+    out.append(prop("sdpa-rows-sum-to-one", "sdpa", "each query's weights over the keys sum to 1", rows, "< 1e-3",
+                    rows < 1e-3, "softmax-wrong-dim" if float((w.sum(-2) - 1).abs().max()) < 1e-3 or cols < 1e-3
                     else "attention-not-normalised", 0.9))
-    if rows < 1e-5 and bool((w > 0).all()):
+    if rows < 1e-3 and bool((w > 0).all()):
         s = (q @ k.transpose(-1, -2)).double()
         lw = torch.log(w)
         ds, dl = s - s.mean(-1, keepdim=True), lw - lw.mean(-1, keepdim=True)
