@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,49 @@ def test_corpus_bugs_holdout_measured():
     n, component_ok, cause_ok, wrong_high = _corpus_scores("holdout")
     assert n >= 10
     assert component_ok == n
+
+
+# ----------------------------------------------------------------------------- partial credit
+
+def test_default_rubric_lm_section_and_scores():
+    from harness import rubric as base_rubric
+    from harness.lmdiag import rubric
+    base_rubric.load()                                      # the [lm] table does not break the main rubric
+    lm = rubric.load()
+    assert set(lm.components) == set(COMPONENTS) and lm.max_score == sum(lm.components.values()) == 100
+    passing = {c: {"status": "pass"} for c in COMPONENTS}
+    assert rubric.score(passing, lm)["score"] == 100
+    # a RoPE bug seen downstream: charged once, on rope
+    ref = _adapters(variant("lm-rope-halves-not-pairs"))
+    results = {c: diagnose_component(c, ref[ADAPTER[c]]) for c in ("rope", "mha_rope")}
+    scored = rubric.score({**passing, **results}, lm)
+    assert scored["score"] == 100 - lm.components["rope"]
+    rows = {r["component"]: r for r in scored["components"]}
+    assert rows["mha_rope"]["points"] == lm.components["mha_rope"] and "charged there" in rows["mha_rope"]["why"]
+    # interface problems keep part of the credit; unimplemented components none
+    mixed = dict(passing, linear={"status": "fail", "cause": "interface-mismatch"}, adamw={"status": "not-implemented"})
+    assert rubric.score(mixed, lm)["score"] == 100 - lm.components["linear"] * (1 - lm.interface_credit) \
+        - lm.components["adamw"]
+
+
+def test_gradescope_tests_one_per_component():
+    from harness.lmdiag import rubric
+    bug = diagnose_component("softmax", variant("lm-softmax-no-max-subtraction").run_softmax)
+    results = {c: {"status": "pass", "evidence": ["agrees"]} for c in COMPONENTS} | {"softmax": bug}
+    tests = rubric.gradescope_tests(results)
+    assert len(tests) == len(COMPONENTS) and all(t["output_format"] == "md" for t in tests)
+    assert sum(t["score"] for t in tests) == rubric.score(results)["score"]
+    soft = next(t for t in tests if "softmax" in t["name"])
+    assert soft["status"] == "failed" and soft["score"] == 0 and "`softmax-overflow`" in soft["output"]
+    json.dumps(tests)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[lm]\nmax_score = 5\n[lm.components]\nattention = 5\n", "unknown component"),
+    ("[lm]\nmax_score = 10\n[lm.components]\nrope = 5\n", "sum to 5"),
+    ("[lm]\nbonus = 1\n[lm.components]\nrope = 5\n", "unknown key"),
+    ("[lm]\ninterface_credit = 2\n[lm.components]\nrope = 5\n", "in [0, 1]")])
+def test_lm_rubric_errors(text, message):
+    from harness.lmdiag import rubric
+    with pytest.raises(rubric.LmRubricError, match=re.escape(message)):
+        rubric.parse(text)
