@@ -182,6 +182,7 @@ def _corpus_scores(split):
     for e in (e for e in MANIFEST if e["kind"] == "bug" and e["split"] == split):
         with lmcorpus.loaded(LM / e["path"]) as adapters:
             report = diagnose_adapters(adapters)
+        json.dumps(report, allow_nan=False)               # plain JSON, ready for a check's data
         comp = report["first_failing"]
         top = report["components"][comp] if comp else {}
         rows.append({"path": e["path"], "component": comp, "want_component": e["component"],

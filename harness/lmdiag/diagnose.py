@@ -13,6 +13,8 @@ confidence, evidence: [str], errors: {case, max_abs, max_rel} | {case, raised}, 
 """
 from __future__ import annotations
 
+import math
+
 from . import interface, properties
 from .fingerprint import fingerprint, outputs, reference_fn
 from .inputs import ADAPTER, COMPONENTS, canonical, relative_error, tolerance
@@ -20,10 +22,23 @@ from .inputs import ADAPTER, COMPONENTS, canonical, relative_error, tolerance
 CHECK_DRAWS = 2          # draws compared with the reference before a component is called correct
 
 
+def jsonable(x):
+    """Plain JSON (no NaN/inf: those become strings) of a diagnosis."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
 def _result(comp, status, cause=None, confidence=0.0, evidence=(), errors=None, props=(), **extra):
-    return {"component": comp, "adapter": ADAPTER[comp], "status": status, "cause": cause,
-            "confidence": round(float(confidence), 3), "evidence": list(evidence), "errors": errors,
-            "properties": list(props), **extra}
+    return jsonable({"component": comp, "adapter": ADAPTER[comp], "status": status, "cause": cause,
+                     "confidence": round(float(confidence), 3), "evidence": list(evidence), "errors": errors,
+                     "properties": list(props), **extra})
 
 
 def compare(comp, student_fn):
@@ -58,7 +73,16 @@ def _error_line(err):
 
 
 def diagnose_component(component: str, student_fn) -> dict:
+    """The component's diagnosis (see the module docstring); never raises for the student's behaviour."""
     comp = canonical(component)
+    try:
+        return _diagnose(comp, student_fn)
+    except Exception as e:                                   # noqa: BLE001 - a diagnosis must not crash a check
+        return _result(comp, "fail", None, 0.0, [f"mtxdiag could not finish this component's diagnosis: "
+                                                 f"{type(e).__name__}: {str(e)[:200]}"], internal_error=True)
+
+
+def _diagnose(comp, student_fn):
     if student_fn is None:
         return _result(comp, "not-implemented", evidence=[f"{ADAPTER[comp]} is not defined"])
     err, mine = compare(comp, student_fn)
@@ -67,7 +91,6 @@ def diagnose_component(component: str, student_fn) -> dict:
     if any(o == "not-implemented" for _, o in mine) or err.get("raised") == "not-implemented":
         return _result(comp, "not-implemented", evidence=[f"{ADAPTER[comp]} raises NotImplementedError"])
     where = _error_line(err)
-    args, names = [], []
     recorded, names = interface.recorded_args(comp)
     case_args = {case: a for case, a, _ in recorded}
     # 1. interface problems seen directly

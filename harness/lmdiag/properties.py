@@ -417,3 +417,5 @@ def check(component: str, fn) -> list[dict]:
         return table[component](fn)
     except Skip:
         return []
+    except Exception:                                        # noqa: BLE001 - outputs of unexpected shape or type:
+        return []                                            # not measurable, so no evidence either way
