@@ -2,7 +2,7 @@
 
 One *draw* is one seed: the same shapes with new random values. The shapes are chosen so
 that every lm mutant of a component shows on them (see tests/test_lm_mutants.py `_measure`):
-non-square linear maps, RoPE positions with an offset and gaps next to 0..seq-1, RMSNorm at
+non-square linear maps, RoPE positions (1-D) with an offset and gaps, RMSNorm at
 small activations (1e-3, where eps matters) and in float16 at ~400 (x^2 overflows without the
 float32 upcast), softmax over dim 0/1 and at logits ~1e3, 3-D and 4-D attention with queries !=
 keys, cross-entropy with batch != vocab and at logits x300. Stateful components are run to a
@@ -93,6 +93,9 @@ def lm_weights(g, vocab, d, d_ff, layers):
 LM_CONFIG = dict(vocab_size=60, context_length=24, d_model=32, num_layers=2, num_heads=4, d_ff=48, rope_theta=10000.0)
 
 
+GAPS = torch.tensor([5, 6, 9, 10, 11, 20, 21])     # token positions with an offset and gaps (not 0..seq-1)
+
+
 def _mask(g, shape):
     m = torch.rand(*shape, generator=g) > 0.4       # True = may attend
     m[..., 0] = True                                 # every query sees a key: no NaN rows by construction
@@ -176,10 +179,10 @@ def cases(component: str, draw: int):
         c += [("4-D, mask", lambda f: f(Q, K, V, M)), ("3-D, mask", lambda f: f(Q3, K3, V3, M3)),
               ("3-D, no mask", lambda f: f(Q3, K3, V3, None))]
     elif component == "rope":
+        # 1-D positions only (what the course's interface is called with): an offset and gaps, then 3..9
         x = _randn(g, 2, 7, 16)
-        pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [5, 6, 9, 10, 11, 20, 21]])   # arange, then offset and gaps
-        c += [("positions with gaps", lambda f: f(16, 10000.0, 32, x, pos)),
-              ("1-D positions 3..9, theta 500", lambda f: f(16, 500.0, 32, x, torch.arange(3, 10)))]
+        c += [("positions 5, 6, 9, 10, 11, 20, 21", lambda f: f(16, 10000.0, 32, x, GAPS)),
+              ("positions 3..9, theta 500", lambda f: f(16, 500.0, 32, x, torch.arange(3, 10)))]
     elif component in ("mha", "mha_rope"):
         d, h = 32, 4
         wq, wk, wv, wo = (_randn(g, d, d, scale=1 / math.sqrt(d)) for _ in range(4))
@@ -187,8 +190,7 @@ def cases(component: str, draw: int):
         if component == "mha":
             c += [("d 32, 4 heads", lambda f: f(d, h, wq, wk, wv, wo, x))]
         else:
-            pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [5, 6, 9, 10, 11, 20, 21]])
-            c += [("positions with gaps", lambda f: f(d, h, 32, 10000.0, wq, wk, wv, wo, x, pos))]
+            c += [("positions 5, 6, 9, 10, 11, 20, 21", lambda f: f(d, h, 32, 10000.0, wq, wk, wv, wo, x, GAPS))]
     elif component == "block":
         w, x = block_weights(g, 32, 48), _randn(g, 2, 7, 32)
         c += [("d 32, 4 heads", lambda f: f(32, 4, 48, 32, 10000.0, w, x))]
