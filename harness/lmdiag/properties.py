@@ -71,7 +71,7 @@ def rope_props(fn):
     e0[..., 0] = 1.0
     r = run(fn, d, theta, 32, e0, torch.tensor([3]))[0, 0]
     mixed = sorted(int(i) for i in torch.nonzero(r.abs() > 1e-6).flatten())
-    pairs_ok = mixed == [0, 1]
+    pairs_ok = set(mixed) <= {0, 1}                   # (no rotation at all is the frequencies' problem)
     out.append(prop("rope-pairs", "rope", "a rotation of e_0 stays in the pair (x[0], x[1])", mixed, "[0, 1]", pairs_ok,
                     "rope-halves-not-pairs" if mixed == [0, d // 2] else "rope-pairs-wrong", 0.9 if mixed == [0, d // 2] else 0.6))
     if pairs_ok:
@@ -136,8 +136,9 @@ def rmsnorm_props(fn):
     out.append(prop("rmsnorm-gain", "rmsnorm", "output with gain g is g times the output with gain 1", gain_err, "< 1e-4",
                     gain_err < 1e-4, cause, 0.9 if cause != "rmsnorm-gain-wrong" else 0.6))
     inv = float((run(fn, d, eps, w, x * 10) - y).abs().max())
-    out.append(prop("rmsnorm-scale-invariant", "rmsnorm", "RMSNorm(10 x) = RMSNorm(x) at activations ~3", inv, "< 1e-4",
-                    inv < 1e-4, "rmsnorm-not-scale-invariant", 0.6))
+    # 1e-3: eps moves a correct RMSNorm by eps / mean(x^2) ~ 1e-6 here; a symptom only, so low confidence
+    out.append(prop("rmsnorm-scale-invariant", "rmsnorm", "RMSNorm(10 x) = RMSNorm(x) at activations ~3", inv, "< 1e-3",
+                    inv < 1e-3, "rmsnorm-not-scale-invariant", 0.5))
     batch = torch.randn(4, 5, d, generator=g)
     other = batch.clone()
     other[1:] = other[1:] * 5 + 1
@@ -338,10 +339,17 @@ def mha_props(fn, component="mha"):
     mean = torch.cumsum(vals, 1) / torch.arange(1, n + 1, dtype=torch.float64).view(1, n, 1)
     uni = mean @ wo.double().T
     ok = yu.shape == uni.shape and _close(yu, uni)
+    # weights 1/n over every key, then the future zeroed: the mask was applied after the softmax
+    after = (torch.cumsum(vals, 1) / n) @ wo.double().T
+    cause, conf = "heads-split-wrong", 0.6
+    if rope is not None and named == ["rope-on-values"]:
+        cause, conf = "rope-on-values", 0.7
+    elif yu.shape == after.shape and _close(yu, after):
+        cause, conf = "mask-after-softmax", 0.85
     out.append(prop(f"{component}-heads-values", component, "with w_q = w_k = 0 every head averages the earlier values "
-                    "(heads split and merged consistently" + (", values not rotated)" if rope else ")"),
+                    "(weights sum to 1, heads split and merged consistently" + (", values not rotated)" if rope else ")"),
                     float((yu - uni).abs().max()) if yu.shape == uni.shape else math.inf, "< 1e-4 relative", ok,
-                    "rope-on-values" if rope is not None and named == ["rope-on-values"] else "heads-split-wrong", 0.7))
+                    cause, conf))
     return out
 
 

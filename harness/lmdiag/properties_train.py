@@ -93,6 +93,20 @@ def _adam_steps(cls, steps, grad, wd, lr=1e-2, seed=13, shared=False):
     return start, [p.detach().clone().double() for p in ps]
 
 
+def _adamw64(p, grads, lr, wd, torch_style, b1=0.9, b2=0.999, eps=1e-8):
+    p, m, v = p.clone(), torch.zeros_like(p), torch.zeros_like(p)
+    for t, gr in enumerate(grads, start=1):
+        gr = gr.double()
+        m, v = b1 * m + (1 - b1) * gr, b2 * v + (1 - b2) * gr * gr
+        if torch_style:                                 # decay first, eps after the bias correction
+            p = p * (1 - lr * wd)
+            p = p - lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps)
+        else:                                           # the handout: corrected lr, eps on sqrt(v), decay after
+            p = p - lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (v.sqrt() + eps)
+            p = p * (1 - lr * wd)
+    return p
+
+
 def adamw_props(get_cls):
     try:
         cls = get_cls()
@@ -122,6 +136,14 @@ def adamw_props(get_cls):
     out.append(prop("adamw-eps-placement", "adamw", "a first step with gradients 1e-4 still moves p by ~lr (eps "
                     "added to sqrt(v), not under the root)", tiny, lr, abs(tiny - lr) < 0.01 * lr,
                     "adamw-eps-inside-sqrt" if tiny < 0.5 * lr else "adamw-step-size-wrong", 0.85 if tiny < 0.5 * lr else 0.5))
+    # many steps against AdamW written out in float64 (either placement of eps and of the decay is correct)
+    g = _g(14)
+    grads = [torch.randn(6, generator=g) * 0.05 for _ in range(40)]
+    calls = iter(range(80))                             # two parameters per step: both get step k's gradient
+    start, end = _adam_steps(cls, 40, lambda p: grads[next(calls) // 2], wd)
+    gap = min(float((end[0] - _adamw64(start[0], grads, lr, wd, torch_style=t)).abs().max()) for t in (False, True))
+    out.append(prop("adamw-many-steps", "adamw", "40 steps match decoupled weight decay with bias correction "
+                    "(the handout's or torch's form)", gap, "< 1e-5", gap < 1e-5, "adamw-update-wrong", 0.5))
     # two identical parameters with identical gradients take identical steps (state per parameter)
     _, ends = _adam_steps(cls, 3, lambda p: 0.05 * torch.sign(p) + 0.01, wd, shared=True)
     gap = float((ends[0] - ends[1]).abs().max())
