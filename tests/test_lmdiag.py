@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.lmdiag import interface, properties
+from harness.lmdiag import cause_ids, interface, properties
 from harness.lmdiag.diagnose import diagnose_adapters, diagnose_component
 from harness.lmdiag.fingerprint import fingerprint, variant
 from harness.lmdiag.inputs import ADAPTER, COMPONENTS, canonical, closure
@@ -103,6 +103,7 @@ def test_component_names_and_closure():
 def test_mutant_first_failing_component(mutant):
     """Over every component, the first one that fails is the mutant's, with the mutant's cause."""
     report = diagnose_adapters(_adapters(variant(mutant.id)))
+    assert all(r["cause"] in cause_ids() for r in report["components"].values() if r["cause"])
     assert report["first_failing"] == mutant.component, report["first_failing"]
     assert report["components"][mutant.component]["cause"] == mutant.cause
 
@@ -187,6 +188,7 @@ def _corpus_scores(split):
         json.dumps(report, allow_nan=False)               # plain JSON, ready for a check's data
         comp = report["first_failing"]
         top = report["components"][comp] if comp else {}
+        assert all(r["cause"] in cause_ids() for r in report["components"].values() if r["cause"]), e["path"]
         rows.append({"path": e["path"], "component": comp, "want_component": e["component"],
                      "cause": top.get("cause"), "want_cause": expected_cause(e),
                      "confidence": top.get("confidence", 0.0)})
@@ -321,3 +323,4 @@ def test_novel_bugs_named_on_their_component_never_wrongly_accused():
         assert report["first_failing"] == comp, (name, report["first_failing"])
         assert top["confidence"] < 0.8 or top["cause"] in acceptable, (name, top["cause"], top["confidence"])
         assert top["evidence"], name
+        assert all(r["cause"] in cause_ids() for r in report["components"].values() if r["cause"]), name

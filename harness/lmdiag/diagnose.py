@@ -113,16 +113,16 @@ def _diagnose(comp, student_fn):
                        interface=swapped["kind"])
     # 4. properties
     props = properties.check(comp, student_fn)
-    failed = sorted((p for p in props if not p["passed"] and p["cause"]), key=lambda p: -p["confidence"])
+    failed = sorted((p for p in props if not p["passed"]), key=lambda p: -p["confidence"] if p["cause"] else 1)
     lines = [f"{p['id']}: measured {p['measured']}, expected {p['expected']} ({p['what']})" for p in failed]
-    if failed:
-        top = failed[0]
-        return _result(comp, "fail", top["cause"], top["confidence"], lines + [where], err, props)
+    named = [p for p in failed if p["cause"]]
+    if named:
+        return _result(comp, "fail", named[0]["cause"], named[0]["confidence"], lines + [where], err, props)
     # 5. honest: measured, no cause
     if "raised" in err:
-        return _result(comp, "fail", None, 0.0, [f"raised on {where}; no known cause matches"], err, props)
-    return _result(comp, "fail", None, 0.0, [f"disagrees with the reference on {where}; no known cause matches"],
-                   err, props)
+        return _result(comp, "fail", None, 0.0, lines + [f"raised on {where}; no known cause matches"], err, props)
+    return _result(comp, "fail", None, 0.0, lines + [f"disagrees with the reference on {where}; no known cause "
+                                                     "matches"], err, props)
 
 
 def diagnose_adapters(adapters: dict, components=COMPONENTS) -> dict:
