@@ -1,10 +1,12 @@
 """Calibrate the probes' thresholds: the measured range on correct code over several seeds, and on mutants.
 
-    python bench/calibrate.py [--seeds 5] [--jobs 2] [--full]
+    python bench/calibrate.py [--seeds 5] [--jobs 2] [--full] [--corpus] [--mutants]
 
 For every numeric check it prints the range over correct implementations (the reference, the lesson's
-code, the correct-but-different fixtures) and over the mutants of the cause the check is meant to catch,
-so the margin between a threshold and correct code is visible. Writes bench/results/calibration.json.
+code, the correct-but-different fixtures and, with --corpus, the calibration split of the correct corpus in
+tests/corpus/reversal/: its holdout split is never used here) and over the mutants of the cause the check is
+meant to catch, so the margin between a threshold and correct code is visible. Writes
+bench/results/calibration.json.
 """
 from __future__ import annotations
 
@@ -40,7 +42,21 @@ NUMBERS = {
     "decode-accuracy": lambda c: c["measured"],
     "cross-attn-pattern": lambda c: (c["measured"] or {}).get("anti_diagonal"),
     "brief-training": lambda c: c["measured"],
+    "batch-independence": lambda c: c["measured"],
+    "eval-determinism": lambda c: c["measured"],
+    "train-zero-grad": lambda c: c["measured"],
+    "train-mode": lambda c: c["measured"],
+    "decode-consistency": lambda c: c["measured"],
 }
+
+
+def corpus_cases():
+    """The correct files of the corpus's calibration split, as selftest cases (expected None = clean)."""
+    from harness.selftest import Case
+    folder = ROOT / "tests" / "corpus" / "reversal"
+    m = json.loads((folder / "manifest.json").read_text())
+    return [Case(f"corpus/{e['file']}", folder / e["file"], None, "reversal")
+            for e in m["entries"] if e["kind"] == "correct" and e["split"] == "calibration"]
 
 
 def main():
@@ -49,9 +65,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--full", action="store_true", help="include the training probes")
     ap.add_argument("--mutants", action="store_true", help="also measure every mutant (seed 0)")
+    ap.add_argument("--corpus", action="store_true", help="also the correct corpus's calibration split")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(c, s) for c in correct_cases() for s in range(a.seeds)]
+        cases = correct_cases() + (corpus_cases() if a.corpus else [])
+        jobs = [(c, s) for c in cases for s in range(a.seeds)]
         if a.mutants:
             jobs += [(c, 0) for c in mutant_cases(Path(tmp))]
 
@@ -80,10 +98,10 @@ def main():
         print(cid)
         for g, s in sorted(groups.items()):
             print(f"   {g:30} {s['min']:.4g} .. {s['max']:.4g}  (n={s['n']})")
-    false_alarms = [v for v in verdicts if v["case"].startswith(("reference", "submissions", "correct"))
+    false_alarms = [v for v in verdicts if v["case"].startswith(("reference", "submissions", "correct", "corpus"))
                     and v["verdict"] != "clean"]
     print(f"correct code flagged: {len(false_alarms)} of "
-          f"{sum(1 for v in verdicts if v['case'].startswith(('reference', 'submissions', 'correct')))}")
+          f"{sum(1 for v in verdicts if v['case'].startswith(('reference', 'submissions', 'correct', 'corpus')))}")
     for v in false_alarms:
         print("   ", v)
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)

@@ -244,6 +244,7 @@ def main(argv=None):
     try:
         source = loader.read_source(a.display_name or a.submission, raw)
         source.run_path = a.submission  # frames name the copy that runs; locations show the user's name
+        guard.set_student(source.code_path, source.text)   # whose changes count: this file's
         module = loader.load(source)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
@@ -258,7 +259,7 @@ def main(argv=None):
         result["stdout"] = captured.getvalue()
         result["timings"]["total_s"] = time.perf_counter() - t0
         if guard.findings:
-            result["checks"].insert(0, _tamper_check(check, guard.findings))
+            result["checks"].insert(0, _tamper_check(check, guard, src))
         send({"event": "result", "result": result})
         return _finish()
     finally:
@@ -333,7 +334,7 @@ def main(argv=None):
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
     guard.check("the end of the checks")
     if guard.findings:
-        result["checks"].insert(0, _tamper_check(check, guard.findings))
+        result["checks"].insert(0, _tamper_check(check, guard, source))
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
@@ -351,13 +352,18 @@ def _finish() -> int:
     return 0
 
 
-def _tamper_check(check, findings: list[str]) -> dict:
+def _tamper_check(check, guard, source) -> dict:
+    """Only changes the student's own code made: torch's side effects (schedulers, compile, hooks) never count."""
+    findings = guard.findings
     shown = ", ".join(findings[:8]) + (f" and {len(findings) - 8} more" if len(findings) > 8 else "")
+    first = next((n for n in guard.lines if n), None)
+    location = source.where(first) if (source is not None and first) else None
     return check("tamper", "fail", {"changed": findings[:40]},
                  "no changes to torch, builtins or the grader, and no use of the grader's own code",
                  f"your code changed what the checks rely on: {shown}. The originals were put back before the "
                  "checks continued; tampering is reported as a finding of its own.",
-                 data={"changed": findings[:100]})
+                 data={"changed": findings[:100], "lines": guard.lines[:100], "accepted": guard.accepted[:40]},
+                 location=location)
 
 
 def _safe_tb(e) -> str:

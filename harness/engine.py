@@ -10,6 +10,7 @@ import math
 from . import __version__
 from .causes import BY_ID, RULES
 from .causes.base import Evidence, say
+from .checks import DECLARED, component_of
 from .runner import ChildOutcome, stack_line
 
 STATUSES = {"pass", "fail", "skip", "error", "info"}
@@ -71,6 +72,12 @@ def _diag(cause_id, confidence, evidence, location=None, fix=None, title=None):
             "why": c.why, "severity": c.severity}
 
 
+def _component(check_id: str) -> str | None:
+    """The contract component a check (or a probe's error, reported under the probe id) calls directly."""
+    comps = {c.component for c in DECLARED.get(check_id, ())} - {None}
+    return component_of(check_id) or (sorted(comps)[0] if comps else None)
+
+
 def _observed(c: dict) -> list[str]:
     """What a probe saw about how its property broke: the first divergence, the mechanism."""
     d = c.get("data") or {}
@@ -117,11 +124,19 @@ def diagnose(result: dict) -> list[dict]:
         for line in f.evidence:
             explained.update(cid for cid in ev.by_id if line.startswith(cid + ":"))
         out.append(_diag(cause.id, f.confidence, evidence, f.location, f.fix, f.title))
+    deviations, unreliable = [], []
     for c in result["checks"]:
         if c["id"] in explained or c["status"] not in ("fail", "error"):
             continue
         d = c.get("data") or {}
-        if d.get("harness_error"):
+        if c["id"] in ev.unreliable:       # compares two passes of a random forward: folded below
+            unreliable.append(c)
+            continue
+        comp = _component(c["id"])
+        if c["status"] == "error" and comp and ev.passed("shapes") and not d.get("harness_error") \
+                and not d.get("timeout"):
+            deviations.append(f"{comp}: {say(c)}")     # the model works: the component's interface differs
+        elif d.get("harness_error"):
             out.append(_diag("grader-fault", 0.5, [say(c)]))
         elif c["status"] == "error" and not d.get("could_not_measure"):
             cid = "timeout" if d.get("timeout") else "forward-error"
@@ -136,9 +151,17 @@ def diagnose(result: dict) -> list[dict]:
             else:
                 out.append(u)
         explained.add(c["id"])
+    if unreliable:
+        det = next((o for o in out if any(e.startswith("eval-determinism:") for e in o["evidence"])), None)
+        if det is not None:
+            det["evidence"] += [f"also unreliable (the forward pass is random): {say(c)}" for c in unreliable]
+    if deviations:
+        out.append(_diag("contract-deviation", 0.3, deviations + [
+            "the model's own forward pass runs: only the checks that call these components directly are skipped"]))
     for d in out:   # the catch-all's location is in the student's file
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
+    out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
     return out
 
 

@@ -75,6 +75,84 @@ _HOOK_DICTS = (
 )
 
 
+class EditSites:
+    """Where the student's text touches attributes of torch, builtins or the grader (line of first use)."""
+
+    def __init__(self):
+        self.assigned = {}     # attribute name -> line of an assignment/setattr/delattr/del of it
+        self.full = {}         # "torch.Tensor.softmax" -> line, when the target's module is known
+        self.referenced = {}   # attribute name -> line of any use of it on a protected module
+        self.imported = {}     # local name -> line of the import that bound it
+
+
+def edit_sites(text: str) -> EditSites:
+    """Read the student's text (never run it) for the lines that can change what the checks rely on.
+
+    `torch.allclose = ...`, `setattr(torch.Tensor, "abs", ...)`, `vars(torch)["max"] = ...`,
+    `sys.modules["torch"] = ...`, `f.__code__ = ...`: the attribute name maps to the statement's line. Only
+    targets on torch, builtins, math, numpy or the grader count (`self.step = 0` is the student's own)."""
+    sites = EditSites()
+    if not isinstance(text, str) or len(text) > MAX_SCAN_CHARS:
+        return sites
+    try:
+        tree = ast.parse(text)
+        nodes = list(ast.walk(tree))
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return sites
+    aliases = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                sites.imported.setdefault(a.asname or a.name.split(".")[0], node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                sites.imported.setdefault(a.asname or a.name, node.lineno)
+
+    def protected(expr) -> bool:
+        full = _full(expr, aliases)
+        return bool(full) and full.split(".")[0] in _PROTECTED_ROOTS + ("sys",) and \
+            not full.startswith(_ALLOWED_ASSIGN)
+
+    def namespace(expr) -> bool:
+        """A namespace dict: `X.__dict__`, `vars(X)`, `sys.modules`, `globals()`, or a protected module's dict."""
+        if isinstance(expr, ast.Attribute) and expr.attr in ("__dict__", "modules"):
+            return True
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("vars", "globals"):
+            return True
+        return protected(expr)
+
+    def mark(d, name, line):
+        if isinstance(name, str):
+            d[name] = min(d.get(name, line), line)
+
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and protected(node.value):
+            mark(sites.referenced, node.attr, node.lineno)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for tgt in targets:
+                for e in (tgt.elts if isinstance(tgt, (ast.Tuple, ast.List)) else [tgt]):
+                    if isinstance(e, ast.Attribute) and (protected(e.value) or e.attr.startswith("__")):
+                        mark(sites.assigned, e.attr, node.lineno)
+                        mark(sites.full, _full(e, aliases), node.lineno)
+                    elif isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and \
+                            namespace(e.value):
+                        mark(sites.assigned, e.slice.value, node.lineno)
+        elif isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            fn = node.func
+            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+            first = node.args[0]
+            if name in ("setattr", "delattr", "__setattr__", "__delattr__") and \
+                    (protected(first) or not isinstance(first, ast.Name)) or name == "__setitem__" and namespace(first):
+                mark(sites.assigned, node.args[1].value, node.lineno)
+                base = _full(first, aliases)
+                if base and isinstance(node.args[1].value, str):
+                    mark(sites.full, f"{base}.{node.args[1].value}", node.lineno)
+    return sites
+
+
 def _is_grader_name(name: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in GRADER_PREFIXES) or name == "__main__"
 
@@ -104,11 +182,24 @@ def _parts_equal(a, b) -> bool:
     return all(x is y for x, y in zip(a[4], b[4]))
 
 
-def _torch_wrapper_of(cur, orig, torch_dir: str) -> bool:
-    """A functools.wraps wrapper of `orig` whose code is torch's own (see Guard._check_attrs)."""
-    if not isinstance(cur, types.FunctionType) or cur.__dict__.get("__wrapped__") is not orig:
-        return False
-    return bool(torch_dir) and cur.__code__.co_filename.startswith(torch_dir)
+def _code_of(v):
+    """The Python code behind a value (a function, method, static/class method, partial), or None.
+
+    Only exact types are unwrapped: attribute access on the student's own objects could run their code."""
+    import functools
+    for _ in range(4):
+        if type(v) in (staticmethod, classmethod, types.MethodType):
+            v = v.__func__
+        elif type(v) is functools.partial:
+            v = v.func
+        else:
+            break
+    return v.__code__ if type(v) is types.FunctionType else None
+
+
+def _always_student(label: str) -> bool:
+    """Torch never changes builtins or the grader: any change there is the submission's."""
+    return label.startswith("builtins") or _is_grader_name(label.split(".", 1)[0]) or label.startswith("harness")
 
 
 def _cell_full(c) -> bool:
@@ -144,13 +235,53 @@ class Guard:
         self.hooks = []        # (label, dict)
         self.state = {}
         self.findings = []     # what was changed, in order, each once
+        self.lines = []        # the student's line behind each finding (None when it cannot be told)
         self._seen = set()
+        self.student_path = None   # the file name the student's frames carry
+        self.sites = EditSites()
+        self.accepted = []     # torch's own side effects taken into the record (not findings)
+
+    def set_student(self, path: str, text: str):
+        """The student's file: its frames' name, and where its text edits attributes (before it runs)."""
+        self.student_path = path
+        self.sites = edit_sites(text)
 
     # -- findings --------------------------------------------------------
-    def _found(self, what: str, where: str | None = None):
+    def _found(self, what: str, where: str | None = None, line: int | None = None):
         if what not in self._seen:
             self._seen.add(what)
-            self.findings.append(what if not where else f"{what} (during {where})")
+            at = f" at line {line}" if line else ""
+            self.findings.append(f"{what}{at}" if not where else f"{what}{at} (during {where})")
+            self.lines.append(line)
+
+    def _origin(self, value) -> tuple[str, int | None]:
+        """Where a value's code was written: 'student' (with its line), 'torch', 'other' or 'data'."""
+        code = _code_of(value)
+        if code is None:
+            return ("data" if value is None or type(value) in (bool, int, float, str) else "other"), None
+        fn = code.co_filename
+        if self.student_path and fn == self.student_path:
+            return "student", code.co_firstlineno
+        if self._torch["dir"] and fn.startswith(self._torch["dir"]):
+            return "torch", None
+        return "other", None
+
+    def blame(self, name: str, new, kind: str, label: str = "") -> tuple[bool, int | None]:
+        """Was this change of a library attribute the student's doing, and on which line?
+
+        The student's: their text assigns, sets or deletes that attribute (the line of the statement), or
+        the new value is code written in their file (its line), or neither torch nor the data of a flag.
+        torch's own: a function from torch's files put in place by torch (Optimizer.step's profiling wrapper,
+        dynamo's Module.__init__ and manual_seed wrappers), or a flag it adds (`___needs_generation_tag_patch`).
+        """
+        line = self.sites.full.get(f"{label}.{name}", self.sites.assigned.get(name))
+        origin, def_line = self._origin(new) if kind != "deleted" else ("other", None)
+        if line is not None:
+            return True, line
+        if origin == "student":
+            return True, def_line
+        legit = origin == "torch" or (kind == "added" and origin == "data")
+        return (not legit), self.sites.referenced.get(name)
 
     # -- comparison and restoration -----------------------------------------
     def freeze(self):
@@ -228,10 +359,14 @@ class Guard:
     def _restore_builtins(self, where=None):
         """First of all, with nothing but `is` and dict access: everything else here uses builtins."""
         d = self._bdict
+        changed = []
         for name, value in self._bsaved:
-            if d.get(name, MISSING) is not value:
-                self._found(f"builtins.{name} replaced", where)
+            cur = d.get(name, MISSING)
+            if cur is not value:
                 d[name] = value
+                changed.append((name, cur))
+        for name, cur in changed:        # builtins are back: now the lines can be looked up
+            self._found(f"builtins.{name} replaced", where, self._line_of(name, cur, "builtins"))
 
     def check(self, where: str | None = None, token=None, hot=False) -> list[str]:
         """Compare against the record, put back what changed, return what changed now.
@@ -246,17 +381,29 @@ class Guard:
         if "attrs" in dirty:
             self._check_attrs(where)
         if "classes" in dirty:
-            for label, cls, keys in self.added_watch:
+            refreeze = False
+            for j, (label, cls, keys) in enumerate(self.added_watch):
                 for name in sorted(set(cls.__dict__) - keys):
-                    self._found(f"{label}.{name} added", where)
+                    new = cls.__dict__.get(name)
+                    mine, line = (True, self._line_of(name, new, label)) if _always_student(label) else \
+                        self.blame(name, new, "added", label)
+                    if not mine:      # e.g. AdamW.step: Optimizer wraps the inherited step for its hooks
+                        keys = keys | {name}
+                        self.added_watch[j] = (label, cls, keys)
+                        self.accepted.append(f"{label}.{name}")
+                        refreeze = True
+                        continue
+                    self._found(f"{label}.{name} added", where, line)
                     try:
                         delattr(cls, name)
                     except Exception:
                         pass
+            if refreeze:
+                self.freeze()
         if "containers" in dirty:
             for label, obj, saved in self.containers:
                 if not _same_container(saved, obj):
-                    self._found(f"{label} modified", where)
+                    self._found(f"{label} modified", where, self._line_of(label.rsplit(".", 1)[-1], None))
                     try:
                         if isinstance(obj, (dict, set)):
                             obj.clear(), obj.update(saved)
@@ -268,7 +415,7 @@ class Guard:
             for label, obj, saved in self.objects:
                 cur = getattr(obj, "__dict__", {})
                 if not _same_container(saved, cur):
-                    self._found(f"{label} modified", where)
+                    self._found(f"{label} modified", where, self._changed_line(saved, cur, label))
                     try:
                         for k in list(cur):
                             if k not in saved:
@@ -281,7 +428,8 @@ class Guard:
             mods = self._sysmods
             for name, mod in self.modules.items():
                 if mods.get(name) is not mod:
-                    self._found(f"sys.modules[{name!r}] replaced", where)
+                    self._found(f"sys.modules[{name!r}] replaced", where,
+                                self._line_of(name, mods.get(name)) or self.sites.referenced.get("modules"))
                     mods[name] = mod
         self._check_global_state(where, token)
         return self.findings[before:]
@@ -291,19 +439,28 @@ class Guard:
         for i, (label, owner, name, value, parts, is_class) in enumerate(self.attrs):
             cur = owner.__dict__.get(name, MISSING)
             if cur is not value:
-                if _torch_wrapper_of(cur, value, self._torch["dir"]):
-                    # torch wraps some of its own functions lazily (Optimizer.step for profiling hooks,
-                    # torch.manual_seed when dynamo loads): the wrapper, from torch's own files, calls the original.
-                    self.attrs[i] = (label, owner, name, cur, _fn_parts(cur), is_class)
+                kind = "replaced" if cur is not MISSING else "deleted"
+                if _always_student(label):
+                    mine, line = True, self._line_of(name, cur, label)
+                else:
+                    mine, line = self.blame(name, cur, kind, label)
+                if not mine:
+                    # torch changes some of its own functions lazily (Optimizer.step for profiling hooks,
+                    # torch.manual_seed and nn.Module.__init__ when dynamo loads): part of using torch.
+                    self.attrs[i] = (label, owner, name, cur, _fn_parts(cur) if isinstance(
+                        cur, types.FunctionType) else None, is_class)
+                    self.accepted.append(f"{label}.{name}")
                     refreeze = True
                     continue
-                self._found(f"{label}.{name} replaced" if cur is not MISSING else f"{label}.{name} deleted", where)
+                self._found(f"{label}.{name} {kind}", where, line)
                 try:
                     setattr(owner, name, value)
                 except Exception:
                     pass
             elif parts is not None and not _parts_equal(_fn_parts(cur), parts):
-                self._found(f"{label}.{name} rewritten (code, defaults or closure)", where)
+                line = next((self.sites.assigned[k] for k in ("__code__", "__defaults__", "__kwdefaults__",
+                                                             "cell_contents") if k in self.sites.assigned), None)
+                self._found(f"{label}.{name} rewritten (code, defaults or closure)", where, line)
                 try:
                     cur.__code__, cur.__defaults__ = parts[0], parts[1]
                     cur.__kwdefaults__ = dict(parts[3]) if parts[3] is not None else None
@@ -315,39 +472,52 @@ class Guard:
         if refreeze:
             self.freeze()
 
+    def _line_of(self, name: str, new, label: str = "") -> int | None:
+        """The student's line behind a change that only the student can have made (builtins, the grader)."""
+        line = self.sites.full.get(f"{label}.{name}", self.sites.assigned.get(name))
+        if line is None:
+            origin, line = self._origin(new)
+        return line if line is not None else self.sites.referenced.get(name)
+
+    def _changed_line(self, saved: dict, cur: dict, label: str) -> int | None:
+        for k in list(cur)[:200]:
+            v = cur[k]
+            if saved.get(k, MISSING) is not v:
+                line = self._line_of(k, v)
+                if line is not None:
+                    return line
+        return self.sites.referenced.get(label.split("[")[0].rsplit(".", 1)[-1])
+
     def _check_global_state(self, where, token):
         t = self._torch
         base = token or self.state
         self._reset_device()
-        n = t["tf_len"]()
-        if n > base["function_modes"]:
-            self._found("a TorchFunctionMode left active", where)
-            for _ in range(n - base["function_modes"]):
+        for kind, length, pop, key in (("TorchFunctionMode", t["tf_len"], t["tf_pop"], "function_modes"),
+                                       ("TorchDispatchMode", t["td_len"], t["td_pop"], "dispatch_modes")):
+            n = length()
+            for _ in range(max(0, n - base[key])):
                 try:
-                    t["tf_pop"]()
+                    mode = pop()
                 except Exception:
                     break
-        n = t["td_len"]()
-        if n > base["dispatch_modes"]:
-            self._found("a TorchDispatchMode left active", where)
-            for _ in range(n - base["dispatch_modes"]):
-                try:
-                    t["td_pop"]()
-                except Exception:
-                    break
+                # A mode of the student's own class left active is theirs; one of torch's is put away quietly.
+                origin, line = self._origin(getattr(type(mode), "__torch_function__" if kind[5] == "F"
+                                                    else "__torch_dispatch__", None))
+                if origin != "torch":
+                    self._found(f"a {kind} left active", where, line)
         for label, d in self.hooks:
+            # register_module_forward_hook & co. are torch's API: removed after the call, not a finding.
             keys = base["hooks"].get(label, frozenset())
-            extra = [k for k in list(d) if k not in keys]
-            if extra:
-                self._found(f"a global hook registered ({label})", where)
-                for k in extra:
-                    d.pop(k, None)
-        if sys.gettrace() is not base["trace"]:
-            self._found("sys.settrace hook installed", where)
-            sys.settrace(base["trace"])
-        if sys.getprofile() is not base["profile"]:
-            self._found("sys.setprofile hook installed", where)
-            sys.setprofile(base["profile"])
+            for k in [k for k in list(d) if k not in keys]:
+                d.pop(k, None)
+        for name, get, put, key in (("settrace", sys.gettrace, sys.settrace, "trace"),
+                                    ("setprofile", sys.getprofile, sys.setprofile, "profile")):
+            cur = get()
+            if cur is not base[key]:
+                origin, line = self._origin(cur)
+                if origin != "torch":
+                    self._found(f"sys.{name} hook installed", where, line)
+                put(base[key])
 
     # -- scopes around student code -------------------------------------------
     def enter(self):
@@ -409,7 +579,8 @@ class Guard:
                         found.append(f"{name} derives from {bm}.{base.__qualname__}")
                         break
         for f in found:
-            self._found(f"uses the grader's own code: {f}")
+            self._found(f"uses the grader's own code: {f}", None,
+                        self.sites.imported.get(f.split(" ", 1)[0]) or self.sites.referenced.get(f.split(" ", 1)[0]))
         return found
 
 
@@ -538,7 +709,8 @@ def bad_tensor(t, device: str) -> str | None:
 # ---------------------------------------------------------------------------
 
 _PROTECTED_ROOTS = ("torch", "builtins", "math", "json", "numpy", "harness", "reference_model", "mtxdiag")
-_ALLOWED_ASSIGN = ("torch.backends.",)    # torch.backends.cudnn.deterministic = True is configuration
+# Configuration, not monkeypatching: torch.backends.cudnn.deterministic = True, torch._dynamo.config.x = ...
+_ALLOWED_ASSIGN = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental.")
 _INTROSPECTION_ATTRS = {
     "_getframe": "frame introspection (sys._getframe)",
     "f_locals": "frame introspection (f_locals)", "f_globals": "frame introspection (f_globals)",
@@ -554,8 +726,6 @@ _INTROSPECTION_ATTRS = {
     "import_module": "dynamic import (importlib.import_module)",
     "_push_on_torch_function_stack": "torch mode stack manipulation",
     "_push_on_torch_dispatch_stack": "torch mode stack manipulation",
-    "register_module_forward_hook": "a global module hook",
-    "register_module_forward_pre_hook": "a global module hook",
 }
 _FORBIDDEN_IMPORTS = {
     "harness": "imports the grader (harness)", "mtxdiag": "imports the grader (mtxdiag)",
@@ -616,7 +786,8 @@ def scan_source(text: str) -> list[dict]:
             flag(node, _INTROSPECTION_ATTRS[node.attr])
         elif isinstance(node, ast.Name) and node.id == "__builtins__":
             flag(node, "uses __builtins__")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC_CALLS:
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC_CALLS \
+                and not aliases.get(node.func.id, "").startswith("torch."):     # from torch import compile
             flag(node, _DYNAMIC_CALLS[node.func.id])
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc/" in node.value:
             flag(node, "reads /proc")

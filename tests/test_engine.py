@@ -42,7 +42,8 @@ def test_secondary_symptoms_fold_into_the_root_cause():
 
 def test_independent_failures_each_get_a_diagnosis():
     result = {"assignment": "reversal", "checks": [
-        _check("padded-row-finite", "fail", {"nonfinite_logits": 0.5}),
+        _check("padded-row-finite", "fail", {"nonfinite_logits": 0.5},
+               data={"realistic": True, "mechanism": {"kind": "inf-row", "text": "softmax over a row of -inf"}}),
         _check("decode-encoder-calls", "fail", 19),
         _check("shapes", "pass")]}
     ids = [d["id"] for d in engine.diagnose(result)]

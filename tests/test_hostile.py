@@ -84,6 +84,7 @@ CASES = {
     "monkeypatch_compare": Case("monkeypatch_compare"),
     "monkeypatch_builtins": Case("monkeypatch_builtins"),
     "monkeypatch_harness": Case("monkeypatch_harness"),
+    "monkeypatch_optimizer": Case("monkeypatch_optimizer"),
     "reference_cheat": Case("reference_cheat"),
     "fs_escape": Case("fs_escape", bwrap_only=True),
     "network": Case("network", bwrap_only=True),
@@ -245,6 +246,19 @@ def causes(result) -> list[str]:
 
 def check_of(result, cid):
     return next((c for c in result["checks"] if c["id"] == cid), None)
+
+
+def line_of(runs, name: str, code: str) -> int:
+    """The line of the built submission `name` that holds `code` (the student's line a finding must name)."""
+    text = (runs.root / "students" / name / f"{name}.py").read_text().splitlines()
+    return next(i for i, ln in enumerate(text, 1) if code in ln)
+
+
+def assert_names_line(result, what: str, line: int):
+    """The tamper finding about `what` names the student's line that made the change."""
+    changed = check_of(result, "tamper")["data"]["changed"]
+    hit = [c for c in changed if what in c]
+    assert hit and any(f" at line {line}" in c for c in hit), (what, line, changed)
 
 
 def tamper_cause_ids() -> set:
@@ -482,6 +496,7 @@ def test_tampered_torch_functions_change_nothing(runs):
     for name in ("torch.softmax", "torch.nn.functional.softmax", "torch.nn.functional.cross_entropy",
                  "torch.Tensor.softmax"):
         assert name in changed
+    assert_names_line(r, "torch.Tensor.softmax", line_of(runs, "monkeypatch_torch", "torch.Tensor.softmax = "))
     assert score(r) <= score(base) and score(r) == 0
 
 
@@ -497,7 +512,19 @@ def test_patched_comparisons_change_nothing(runs):
     for name in ("torch.allclose", "torch.isfinite", "torch.Tensor.__eq__", "torch.Tensor.abs", "torch.Tensor.max"):
         assert name in changed
     assert any("during model(src, tgt_in)" in c or "during " in c for c in check_of(r, "tamper")["data"]["changed"])
+    assert_names_line(r, "torch.allclose", line_of(runs, "monkeypatch_compare", "torch.allclose = "))
+    assert_names_line(r, "torch.Tensor.max", line_of(runs, "monkeypatch_compare", "torch.Tensor.max = "))
+    assert check_of(r, "tamper")["location"]["line"] == line_of(runs, "monkeypatch_compare", "torch.allclose = ")
     assert score(r) <= score(base)
+
+
+@uses("monkeypatch_optimizer")
+def test_torch_style_wrappers_from_the_students_file_are_tampering(runs):
+    """What torch does itself (wrapping Optimizer.step, manual_seed) is the student's doing from their file."""
+    r, _ = runs.get("monkeypatch_optimizer")
+    assert_tampering(r, "tamper")
+    assert_names_line(r, "torch.optim.Adam.step", line_of(runs, "monkeypatch_optimizer", "torch.optim.Adam.step = "))
+    assert_names_line(r, "torch.manual_seed", line_of(runs, "monkeypatch_optimizer", "torch.manual_seed = "))
 
 
 @uses("monkeypatch_builtins")
@@ -509,6 +536,7 @@ def test_patched_builtins(runs):
     changed = " ".join(check_of(r, "tamper")["data"]["changed"])
     for name in ("builtins.isinstance", "builtins.float", "builtins.len", "builtins.hasattr"):
         assert name in changed
+    assert_names_line(r, "builtins.len", line_of(runs, "monkeypatch_builtins", "_b.len = "))
     assert_no_grader_fault(r)
 
 
@@ -520,6 +548,8 @@ def test_patched_harness(runs):
     assert_tampering(r, "tamper", "tamper-static")
     changed = " ".join(check_of(r, "tamper")["data"]["changed"])
     assert "harness.probes.base.check" in changed and "PROBES[0]" in changed
+    assert_names_line(r, "harness.probes.base.check", line_of(runs, "monkeypatch_harness", "_hb.check = "))
+    assert_names_line(r, "PROBES[0]", line_of(runs, "monkeypatch_harness", "object.__setattr__(_p"))
     assert score(r) == 0
 
 

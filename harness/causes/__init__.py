@@ -4,26 +4,27 @@ Each module holds one cause: its document (CAUSE) and its rule (diagnose).
 """
 from __future__ import annotations
 
-from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, causal_mask_inverted, causal_mask_missing,
-               cross_attention_swapped, data_not_reversed, dropout_at_inference, encoder_in_decode_loop, heads_split_wrong, inf_mask_nan,
-               learning_rate_too_low, load_failures, make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
+from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, causal_mask_inverted,
+               causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_not_reversed,
+               dropout_at_inference, encoder_in_decode_loop, eval_mode_training, gradients_not_zeroed,
+               gradients_zeroed_before_step, heads_split_wrong, inf_mask_nan, learning_rate_too_low, load_failures,
+               make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, pad_not_ignored, padding_mask_inverted,
-               padding_mask_missing,
-               positional_encoding_formula, positional_encoding_trainable, positional_max_len, softmax_wrong_dim,
-               source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
+               padding_mask_missing, positional_encoding_formula, positional_encoding_trainable,
+               positional_max_len, scheduler_not_stepped, softmax_wrong_dim, source_ignored, stale_mask, tampering,
+               target_not_shifted, view_not_contiguous)
 
 RULES = (
     tampering,  # first: when the checks were interfered with, nothing else they say can be trusted
     dropout_at_inference,  # a random forward pass makes every comparison of two passes fail
-    target_not_shifted, causal_mask_inverted, causal_mask_missing, mask_after_softmax, attention_renormalised,
-    causal_diagonal_masked,
-    missing_sqrt_dk,
-    no_gradient_flow, learning_rate_too_low, inf_mask_nan, view_not_contiguous, cross_attention_swapped,
-    source_ignored, positional_max_len, stale_mask, no_warmup, softmax_wrong_dim, data_not_reversed,
-    make_batch_malformed, positional_encoding_formula, positional_encoding_trainable, missing_embedding_scale,
-    bad_output_init, missing_residual, encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing,
-    pad_not_ignored,
-    heads_split_wrong,
+    target_not_shifted, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one, mask_after_softmax,
+    attention_renormalised,
+    causal_diagonal_masked, missing_sqrt_dk, no_gradient_flow, learning_rate_too_low, inf_mask_nan,
+    view_not_contiguous, cross_attention_swapped, source_ignored, positional_max_len, stale_mask, no_warmup,
+    softmax_wrong_dim, data_not_reversed, make_batch_malformed, positional_encoding_formula,
+    positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual,
+    encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
+    gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
 )
 
 CAUSES = tuple(dict.fromkeys(tuple(m.CAUSE for m in RULES) + load_failures.CAUSES))

@@ -25,4 +25,5 @@ def diagnose(ev):
     lines = [x for c in hits for x in (say(c), "mechanism: " + ev.mechanism(c["id"])["text"])]
     return Finding(0.8, lines, hits[0].get("location"),
                    explains=("causal-leak", "padding-invariance", "first-loss", "brief-training", "decode-accuracy",
+                             "decode-consistency",
                              "overfit"))

@@ -34,7 +34,8 @@ class Finding:
 
 
 RANDOM_FORWARD_UNRELIABLE = ("causal-leak", "padding-invariance", "heads-permutation", "stateless-forward",
-                             "batch-independence", "attn-rows-sum", "decode-determinism", "overfit", "long-inputs")
+                             "batch-independence", "attn-rows-sum", "decode-determinism", "decode-consistency",
+                             "overfit", "long-inputs")
 
 
 class Evidence:

@@ -24,7 +24,8 @@ def diagnose(ev):
             return Finding(0.9, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))
         return None
     c = ev.failed("causal-leak")
-    if ev.weights_not_over_keys() or not c or ev.failed("heads-permutation") or ev.mechanism("causal-leak").get("kind") != "inverted":
+    if ev.weights_not_over_keys() or not c or ev.failed("heads-permutation") or \
+            ev.mechanism("causal-leak").get("kind") != "inverted":
         return None
     return Finding(0.9, [say(c), "mechanism: " + ev.mechanism("causal-leak")["text"]], c.get("location"),
-                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy"))
+                   explains=("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency"))

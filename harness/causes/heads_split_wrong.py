@@ -17,6 +17,7 @@ def diagnose(ev):
     c = ev.failed("heads-permutation" if ev.assignment == "reversal" else "block-permutation")
     if not c or ev.failed("attn-rows-sum") or ev.failed("block-rows-sum"):
         return None
-    return Finding(0.9, [say(c)], c.get("location"),
+    # the view that splits heads without the transpose, found in the trace, is the mechanism
+    return Finding(0.9 if c.get("location") else 0.6, [say(c)], c.get("location"),
                    explains=("causal-leak", "padding-invariance", "overfit", "first-loss", "block-causal",
                              "block-lm", "source-sensitivity"))

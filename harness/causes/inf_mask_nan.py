@@ -16,4 +16,14 @@ def diagnose(ev):
     c = ev.failed("padded-row-finite")
     if not c:
         return None
-    return Finding(0.9, [say(c)], c.get("location"))
+    d = c.get("data") or {}
+    mech = d.get("mechanism") or {}
+    lines = [say(c)] + (["mechanism: " + mech["text"]] if mech.get("text") else [])
+    if mech.get("kind") != "inf-row":
+        return None              # a NaN from elsewhere: the catch-all reports where it starts
+    if d.get("realistic"):
+        return Finding(0.9, lines + ["an ordinary padded batch gives NaN too"], c.get("location"))
+    # Only a source that is entirely padding gives NaN: the lesson's warning, a robustness issue that real
+    # batches never meet (nn.MultiheadAttention does the same), so it is reported below 0.5.
+    return Finding(0.4, lines + ["ordinary padded batches stay finite: only a row with every key masked fails"],
+                   c.get("location"), title="NaN when a whole row is masked (-inf in the mask)")

@@ -15,8 +15,8 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.get("lr-schedule")
-    if not c or c["status"] != "fail":
-        return None
+    if not c or c["status"] != "fail" or ev.status("train-scheduler") == "fail":
+        return None          # a scheduler never stepped explains the flat lr (scheduler-not-stepped)
     peak = (c.get("data") or {}).get("peak")
     if peak is None or peak >= 5e-5:
         return None

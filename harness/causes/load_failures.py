@@ -48,5 +48,14 @@ UNEXPLAINED = Cause("unexplained-failure", "A check failed without a known cause
                     "A measurement is outside the range correct implementations give, and no catalogued cause "
                     "matches.", "", "", "Read the failing check's measured and expected values below.")
 
+DEVIATION = Cause("contract-deviation", "A component's interface differs from the lesson's contract",
+                  "A component (a layer, the attention, the positional encoding) cannot be called the way the "
+                  "contract describes (another tensor layout, return type or mask convention), while the whole "
+                  "model works.", "Only the checks that call that component directly are skipped; the model's "
+                  "behaviour is still checked end to end. Not a bug.", "The component raised when called with "
+                  "the contract's shapes; the model's own forward pass runs.",
+                  "Nothing to fix for correctness; match the contract's signature if your course requires it.",
+                  severity="info")
+
 CAUSES = (SYNTAX, DEFINITION, MISSING_MODULE, MISSING_NAME, UNREADABLE, EXIT, TIMEOUT, MEMORY, CRASHED, FORWARD,
-          GRADER, TAMPER, UNEXPLAINED)
+          GRADER, TAMPER, UNEXPLAINED, DEVIATION)

@@ -22,7 +22,8 @@ def diagnose(ev):
     mech = ev.mechanism("causal-leak")
     if not c or mech.get("kind") != "after-softmax":
         return None
-    explains = ["causal-leak", "first-loss", "brief-training", "decode-accuracy", "padding-invariance"]
+    explains = ["causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency",
+                "padding-invariance"]
     ka = ev.data("attn-rows-sum").get("key_axis") or {}
     if ka and ka.get("over_queries_err", 0) > 1e-4:      # rows lose mass to the mask: not a softmax axis
         explains.append("attn-rows-sum")

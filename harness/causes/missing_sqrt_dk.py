@@ -16,4 +16,13 @@ def diagnose(ev):
     c = ev.failed("attn-saturation" if ev.assignment == "reversal" else "block-saturation")
     if not c or ev.failed("attn-rows-sum") or ev.failed("block-rows-sum"):
         return None
-    return Finding(0.85, [say(c)], c.get("location"), explains=("brief-training", "overfit"))
+    scale = (c.get("data") or {}).get("scale")
+    if ev.assignment == "reversal" and scale:
+        # measured directly: the scores' spread against d_k with the same projections (the mechanism)
+        if scale.get("ratio", 0) <= 2.0:
+            return None          # the scores are scaled: the saturation comes from elsewhere
+        return Finding(0.9, [say(c), "mechanism: " + ev.mechanism(c["id"]).get("text", "")], c.get("location"),
+                       explains=("brief-training", "overfit"))
+    # otherwise: the scores' matmul found feeding the saturated softmax
+    return Finding(0.85 if c.get("location") else 0.6, [say(c)], c.get("location"),
+                   explains=("brief-training", "overfit"))

@@ -16,4 +16,7 @@ def diagnose(ev):
     c = ev.failed("gradient-flow")
     if not c or ev.failed("source-sensitivity"):
         return None  # an encoder whose output is never used gets no gradient: source-ignored explains it
-    return Finding(0.9, [say(c)], c.get("location"), explains=("overfit", "brief-training", "decode-accuracy"))
+    # a detach / no_grad / .data on the path is the mechanism; without one seen, the cut is elsewhere
+    seen = bool((c.get("data") or {}).get("detach_lines"))
+    return Finding(0.9 if seen else 0.6, [say(c)], c.get("location"),
+                   explains=("overfit", "brief-training", "decode-accuracy"))

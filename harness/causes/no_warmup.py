@@ -15,8 +15,8 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.get("lr-schedule")
-    if not c or c["status"] != "fail":
-        return None
+    if not c or c["status"] != "fail" or ev.status("train-scheduler") == "fail":
+        return None          # a scheduler never stepped explains the flat lr (scheduler-not-stepped)
     d = c.get("data") or {}
     if d.get("peak") is None or d["peak"] < 5e-5 or d.get("first", 0) <= 0.2 * d["peak"]:
         return None

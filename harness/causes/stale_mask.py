@@ -16,11 +16,21 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.failed("stateless-forward")
-    if not c:
-        return None
-    attrs = (c.get("data") or {}).get("attrs") or []
-    lines = [say(c)] + ([f"attributes set on the model during forward: {', '.join(attrs)}"] if attrs else [])
-    # Every later call with another shape fails the same way: those errors are this cause's symptoms.
-    errs = tuple(e["id"] for e in ev.errors_matching(*SHAPE_ERRORS)) if ev.passed("shapes") else ()
-    return Finding(0.9, lines, c.get("location"), explains=("stateless-forward", "long-inputs", "padding-invariance")
-                   + errs)
+    dec = ev.failed("decode-consistency")
+    if c:
+        attrs = (c.get("data") or {}).get("attrs") or []
+        lines = [say(c)] + ([f"mechanism: attributes set on the model during forward: {', '.join(attrs)}"]
+                            if attrs else [])
+        # Every later call with another shape fails the same way: those errors are this cause's symptoms.
+        errs = tuple(e["id"] for e in ev.errors_matching(*SHAPE_ERRORS)) if ev.passed("shapes") else ()
+        # Without the attributes seen, the state kept between calls lives elsewhere (a global cache): lower.
+        return Finding(0.9 if attrs else 0.6, lines, c.get("location"),
+                       explains=("stateless-forward", "long-inputs", "padding-invariance", "decode-consistency")
+                       + errs)
+    if dec and ev.mechanism("decode-consistency").get("kind") == "mask-not-for-prefix" and \
+            ev.passed("causal-leak"):
+        return Finding(0.85, [say(dec), "mechanism: " + ev.mechanism("decode-consistency")["text"]],
+                       dec.get("location"), explains=("decode-consistency", "decode-accuracy"),
+                       fix="Build the target mask inside the decoding loop from the current prefix: "
+                           "target_mask(ys) at every step, never once before the loop.")
+    return None

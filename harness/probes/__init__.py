@@ -44,6 +44,7 @@ PROBES = (
     Probe("long-inputs", positional.long_inputs, R, "quick"),
     Probe("decode", decoding.encoder_calls, R, "quick"),
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
+    Probe("decode-consistency", properties.decode_consistency, R, "quick"),
     Probe("train-trace", training.trace, R, "quick"),
     Probe("overfit", training.overfit, R, "quick"),
     Probe("brief-training", decoding.brief_training, R, "train"),

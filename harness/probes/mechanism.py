@@ -35,6 +35,15 @@ def _fused_weights(op: Op) -> torch.Tensor | None:
     return torch.softmax(s, -1).nan_to_num(0.0)
 
 
+def sdpa_scores(op: Op) -> torch.Tensor | None:
+    """The scaled scores a scaled_dot_product_attention call computed (before its mask)."""
+    if len(op.ins) < 2:
+        return None
+    q, k = op.ins[0].double(), op.ins[1].double()
+    scale = op.kwargs.get("scale") or 1.0 / math.sqrt(q.size(-1))
+    return (q @ k.transpose(-2, -1)) * scale
+
+
 def applied_weights(ops: list, t_q: int, t_k: int) -> list[tuple[Op, torch.Tensor]]:
     """(op, weights as (..., T_q, T_k)) for every attention application with these query/key lengths."""
     out = []
@@ -78,9 +87,11 @@ def masses(w: torch.Tensor) -> dict:
     t = w.size(-1)
     w3 = w.reshape(-1, w.size(-2), t)
     fut = torch.ones(t, t, dtype=torch.bool).triu(1)
+    far = torch.ones(t, t, dtype=torch.bool).triu(2)
     past = torch.ones(t, t, dtype=torch.bool).tril(-1)
     rows = w3.sum(-1)
     return {"future": float((w3 * fut).sum(-1)[:, :-1].mean()),           # last row has no later keys
+            "far_future": float((w3 * far).sum(-1)[:, :-2].mean()) if t > 2 else 0.0,   # beyond the next key
             "past": float((w3 * past).sum(-1)[:, 1:].mean()),              # first row has no earlier keys
             "row_sum_err": float((rows - 1).abs().max())}
 
@@ -123,6 +134,10 @@ def causal_mechanism(ops: list, t: int) -> dict:
     base = {"line": op.line, "future_mass": round(fut, 4), "past_mass": round(m[worst]["past"], 4),
             "row_sum_err": round(max(x["row_sum_err"] for x in m), 4), "observed": op.name}
     if fut > 1e-3:
+        if m[worst]["far_future"] < 1e-6 and t > 2:
+            return {**base, "kind": "off-by-one",
+                    "text": f"the weights multiplied with V at line {op.line} give each position's next key "
+                            f"{fut:.0%} of the row and keys further ahead none: the causal mask is shifted by one"}
         if m[worst]["past"] < 1e-6 and fut > 0.3:
             return {**base, "kind": "inverted",
                     "text": f"the weights multiplied with V at line {op.line} give {fut:.0%} of each row to later "
@@ -178,10 +193,12 @@ def pad_mass(ops: list, t_q: int, t_k: int, n_real_q: int, n_real_k: int, batch:
     for op, w in applied_weights(ops, t_q, t_k):
         share = _pad_share(w, t_q, t_k, n_real_q, n_real_k, batch)
         if share and (worst is None or share[0] > worst["pad"]):
-            worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k}
+            worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k,
+                     "stack": list(op.stack)}
     if worst is not None:
         sm = [op for op in ops if op.name == "softmax" and op.outs and op.outs[0].dim() >= 3
               and tuple(op.outs[0].shape[-2:]) == (t_q, t_k)]
-        zero = [op.line for op in sm if (_pad_share(op.outs[0], t_q, t_k, n_real_q, n_real_k, batch) or (1, 0))[0] < 1e-6]
+        shares = [(op, _pad_share(op.outs[0], t_q, t_k, n_real_q, n_real_k, batch)) for op in sm]
+        zero = [op.line for op, sh in shares if sh is not None and sh[0] < 1e-6]
         worst["masked_softmax_line"] = zero[0] if zero else None
     return worst

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 
-from ..intercept import Recorder
 from . import locate, mechanism, trace
 from .base import check, rnd
 from .common import PAD, batch, eval_model, ref_loss
@@ -46,12 +45,24 @@ def invariance(ctx):
         data = {"divergence": div, "mechanism": mech}
         if mech.get("kind") in ("inverted", "missing"):
             fns = locate.functions(ctx, "padding_mask")
-            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else mech.get("line")
+            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else \
+                _call_without_mask(ctx, mech.get("stack") or []) or mech.get("line")
         else:
             line = (div or {}).get("line")
     return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), "< 1e-4",
                   "max change of the logits at real positions when the same sequence is padded to length 10",
                   data=data, location=ctx.where(line))]
+
+
+def _call_without_mask(ctx, stack: list) -> int | None:
+    """Walking out from the attention, the first call that passes no mask: where the mask was dropped."""
+    import ast
+    for line in stack[1:]:
+        call = locate.call_at(ctx, line)
+        if call is not None and not any("mask" in ast.unparse(a).lower() for a in list(call.args) +
+                                        [k.value for k in call.keywords]):
+            return line
+    return None
 
 
 def _pad_mechanism(worst: dict | None) -> dict:
@@ -75,28 +86,77 @@ def _pad_mechanism(worst: dict | None) -> dict:
 
 
 def padded_row(ctx):
-    """One source row entirely PAD: outputs and gradients must stay finite (-1e9, not -inf)."""
+    """One source row entirely PAD: outputs and gradients must stay finite (-1e9, not -inf).
+
+    The lesson's advice; what is measured beyond it: whether an ordinary padded batch already gives NaN
+    (`realistic`), where the first NaN appears, and whether it is a softmax over a row of scores that are
+    all -inf (the mechanism)."""
     model = eval_model(ctx)
     model.train()
     src, tgt = batch(ctx, 2, 6, 6, seed_offset=6)
     src[1] = PAD
-    rec = Recorder(ctx.source.code_path)
-    with rec:
-        logits, _ = ctx.forward(model, src, tgt[:, :-1])
-        loss = ref_loss(logits, tgt[:, 1:])
-    with ctx.student("loss.backward()"):
-        loss.backward()
-    finite_out = bool(torch.isfinite(logits).all())
-    nonfinite_grads = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
-    inf_fill = [c for c in rec.of("masked_fill")
-                if len(c.args) > 2 and isinstance(c.args[2], float) and c.args[2] == float("-inf")
-                or c.kwargs.get("value") == float("-inf")]
-    line = inf_fill[0].line if inf_fill else None
-    ok = finite_out and not nonfinite_grads
+    logits, nonfinite_grads = _forward_backward(ctx, model, src, tgt)
+    ok = bool(torch.isfinite(logits).all()) and not nonfinite_grads
     nan_frac = float((~torch.isfinite(logits)).float().mean())
+    data, line = {}, None
+    if not ok:
+        ops = trace.record(ctx, lambda: ctx.forward(model, src, tgt[:, :-1]))
+        first = trace.first_nan(ops)
+        inf_rows = _fully_masked_row(first)
+        line = (_inf_literal_line(ctx) if inf_rows else None) or (first.line if first else None)
+        r_src, r_tgt = batch(ctx, 8, 3, 10, seed_offset=16)          # an ordinary padded batch
+        r_logits, r_bad = _forward_backward(ctx, model, r_src, r_tgt)
+        data = {"realistic": not bool(torch.isfinite(r_logits).all()) or bool(r_bad),
+                "divergence": trace.describe(ctx, first, "NaN"),
+                "mechanism": {"kind": "inf-row" if inf_rows else "other", "line": line,
+                              "text": (f"the first NaN comes from {first.name} at line {first.line} over a row of "
+                                       f"scores that are all -inf" if inf_rows else
+                                       f"the first NaN comes from {first.name} at line {first.line}")
+                              if first else "no op of the forward pass gave NaN: the gradients did"}}
     return [check("padded-row-finite", "pass" if ok else "fail",
                   {"nonfinite_logits": rnd(nan_frac, 3), "nonfinite_grads": len(nonfinite_grads)},
-                  "finite logits and gradients",
-                  "batch of 2 whose second source row is all PAD" +
-                  (f"; masking with -inf at line {line}" if line else ""),
-                  data={"inf_mask_line": line}, location=ctx.where(line if not ok else None))]
+                  "finite logits and gradients", "batch of 2 whose second source row is all PAD",
+                  data=data, location=ctx.where(line) if line else None)]
+
+
+def _fully_masked_row(op) -> bool:
+    """Is this op a softmax (or a fused attention) over a row whose keys are all masked?"""
+    if op is None:
+        return False
+    if op.name == "softmax":
+        return bool(op.ins) and bool((op.ins[0] == float("-inf")).all(-1).any())
+    if op.name not in ("multi_head_attention_forward", "scaled_dot_product_attention"):
+        return False
+    for key in ("attn_mask", "key_padding_mask"):
+        m = op.kwargs.get(key)
+        if not isinstance(m, torch.Tensor) or m.dim() == 0:
+            continue
+        if m.dtype == torch.bool:   # MHA: True = blocked; SDPA: True = may attend
+            blocked = m if op.name == "multi_head_attention_forward" else ~m
+        else:
+            blocked = m == float("-inf")
+        if bool(blocked.all(-1).any()):
+            return True
+    return False
+
+
+def _forward_backward(ctx, model, src, tgt):
+    model.zero_grad(set_to_none=True)
+    logits, _ = ctx.forward(model, src, tgt[:, :-1])
+    loss = ref_loss(logits, tgt[:, 1:])
+    with ctx.student("loss.backward()"):
+        loss.backward()
+    bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    return logits.detach(), bad
+
+
+def _inf_literal_line(ctx) -> int | None:
+    """The first line of code (not a string or comment) that writes -inf: float("-inf"), -math.inf, ..."""
+    import ast
+    for node in ast.walk(ast.parse(ctx.source.text)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and \
+                node.args and isinstance(node.args[0], ast.Constant) and "inf" in str(node.args[0].value).lower():
+            return node.lineno
+        if isinstance(node, ast.Attribute) and node.attr == "inf":
+            return node.lineno
+    return None

@@ -66,20 +66,30 @@ def batch_independence(ctx):
         b, _ = run(src2, tgt2)()
     if a.dim() == 0 or a.size(0) != 3:
         raise Skip("the logits do not have the batch first")
+    with torch.no_grad():                              # the same samples in another order: sample 0 last
+        torch.manual_seed(5)
+        c, _ = run(src.flip(0), tgt.flip(0))()
     err = float(trace._diff(a[0], b[0]))
+    moved = float(trace._diff(a[0], c[2])) if c.shape == a.shape else 0.0
     if err != err:
         return [trace.not_finite(ctx, "batch-independence", "< 1e-5", run(src, tgt), "the logits")]
-    ok = err < 1e-5
-    data, line = {}, None
+    ok = err < 1e-5 and moved < 1e-5
+    data, line = {"others_replaced": rnd(err, 6), "order_reversed": rnd(moved, 6)}, None
     if not ok:
         ops_a = trace.record(ctx, run(src, tgt))
-        ops_b = trace.record(ctx, run(src2, tgt2))
-        div = trace.describe(ctx, trace.first_divergence(ops_a, ops_b, trace.sample_unchanged(3)),
-                             "sample 0 changes when the other samples of its batch change")
-        data, line = {"divergence": div}, (div or {}).get("line")
-    return [check("batch-independence", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
-                  "relative change of sample 0's logits when the other two samples of its batch are replaced",
-                  data=data, location=ctx.where(line))]
+        if err >= 1e-5:
+            ops_b = trace.record(ctx, run(src2, tgt2))
+            first = trace.first_divergence(ops_a, ops_b, trace.sample_unchanged(3))
+            what = "sample 0 changes when the other samples of its batch change"
+        else:                                          # compare sample 0 with itself placed last
+            ops_b = trace.record(ctx, run(src.flip(0), tgt.flip(0)))
+            first = trace.first_divergence(ops_a, ops_b, trace.sample_moved(3, 0, 2))
+            what = "sample 0 changes when it is placed last in its batch"
+        div = trace.describe(ctx, first, what)
+        data["divergence"], line = div, (div or {}).get("line")
+    return [check("batch-independence", "pass" if ok else "fail", rnd(max(err, moved), 6), "< 1e-5",
+                  "relative change of sample 0's logits when the other samples of its batch are replaced, or when "
+                  "the batch order is reversed", data=data, location=ctx.where(line))]
 
 
 def decode_determinism(ctx):
@@ -98,3 +108,66 @@ def decode_determinism(ctx):
     same = outs[0].shape == outs[1].shape and bool(torch.equal(outs[0], outs[1]))
     return [check("decode-determinism", "pass" if same else "fail", same, "True: the same tokens twice",
                   "greedy_decode twice on the same source with different random seeds")]
+
+
+def decode_consistency(ctx):
+    """Inside greedy_decode, each step's decoder self-attention is causal for the current prefix length, and
+    the tokens are those the model's own forward pass picks for each prefix.
+
+    A decode loop that builds its masks once (for the first, one-token prefix) and reuses them lets every
+    later step's prefix positions see their future. Sources of 12 tokens, decoding at most 10: a (t, t)
+    weight tensor inside greedy_decode is the decoder self-attention, never the cross-attention.
+    """
+    decode = ctx.need("greedy_decode")
+    model = eval_model(ctx)
+    src, _ = batch(ctx, 3, 12, 12, seed_offset=44)
+    run = (lambda: decode(model, src, **kwargs_for(decode, max_len=10)))
+    with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+        ys = run()
+    ys = ys[0] if isinstance(ys, (tuple, list)) else ys
+    if not isinstance(ys, torch.Tensor) or ys.dim() != 2 or ys.size(0) != 3 or ys.size(1) < 2:
+        raise Skip("greedy_decode does not return (B, T) tokens first")
+    ref = ys[:, :1].clone()                                    # SOS, as the student's loop starts
+    with torch.no_grad():
+        for _ in range(ys.size(1) - 1):
+            logits, _ = ctx.forward(model, src, ref)
+            ref = torch.cat([ref, logits[:, -1].argmax(-1, keepdim=True)], 1)   # (B, t + 1)
+    differs = next((t for t in range(ys.size(1)) if not bool((ys == ref)[:, t].all())), None)
+    from . import mechanism
+    ops = trace.record(ctx, run)
+    leaks = [(t, m) for t, m in ((t, mechanism.causal_mechanism(ops, t)) for t in range(2, ys.size(1) + 1))
+             if m.get("kind") in ("missing", "inverted", "renormalised")]
+    future = max((m.get("future_mass", 0.0) for _, m in leaks), default=0.0)
+    ok = differs is None and not leaks
+    data, line = {"first_token_differs": differs, "future_mass": rnd(future, 4)}, None
+    if leaks:
+        t, m = leaks[0]
+        data["mechanism"] = {"kind": "mask-not-for-prefix", "line": m.get("line"), "prefix": t,
+                             "text": f"inside greedy_decode, the decoder self-attention over a prefix of {t} tokens "
+                                     f"gives later keys {m.get('future_mass', 0):.0%} of the weight: the mask used "
+                                     f"there is not built for the current prefix length"}
+        line = _mask_line_in(ctx, "greedy_decode") or m.get("line")
+    return [check("decode-consistency", "pass" if ok else "fail", rnd(future, 4),
+                  "0: no weight on later keys inside greedy_decode, and the forward pass's tokens",
+                  "largest weight on later keys of the decoder self-attention inside greedy_decode" +
+                  (f"; its token differs from the forward pass's from step {differs}" if differs is not None else ""),
+                  data=data, location=ctx.where(line))]
+
+
+def _mask_line_in(ctx, fn_name: str) -> int | None:
+    """The line in fn_name that builds a mask, before its loop, from a variable the loop grows (the prefix)."""
+    import ast
+    from . import locate
+    for fn in locate.functions(ctx, fn_name):
+        loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
+        if not loops:
+            continue
+        start = min(n.lineno for n in loops)
+        grown = {t.id for lp in loops for n in ast.walk(lp) if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for n in ast.walk(fn):
+            name = getattr(n.func, "id", "") or getattr(n.func, "attr", "") if isinstance(n, ast.Call) else ""
+            if "mask" in name.lower() and n.lineno < start and \
+                    any(isinstance(a, ast.Name) and a.id in grown for a in n.args):
+                return n.lineno
+    return None

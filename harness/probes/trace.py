@@ -37,6 +37,7 @@ class Op:
     outs: list          # detached copies of the tensor outputs (at most two)
     index: int = 0
     ins: list = field(default_factory=list)      # tensor inputs, for KEEP_INPUTS ops
+    stack: tuple = ()                            # the student's lines, innermost first (KEEP_INPUTS ops)
     kwargs: dict = field(default_factory=dict)   # attn_mask / is_causal of fused attention
 
 
@@ -62,14 +63,24 @@ class OpTrace(TorchFunctionMode):
             if line is not None:
                 op = Op(name, line, [t.detach().clone() for t in tensors], len(self.ops))
                 if name in KEEP_INPUTS:
+                    op.stack = self._stack()
                     op.ins = [a.detach().clone() for a in args if isinstance(a, torch.Tensor) and a.numel() < 500_000]
                     kw = kwargs or {}
                     op.kwargs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()
-                                 if k in ("attn_mask", "is_causal", "need_weights", "key_padding_mask", "dim")}
+                                 if k in ("attn_mask", "is_causal", "need_weights", "key_padding_mask", "dim",
+                                          "scale")}
                     if name == "softmax" and len(args) > 1 and isinstance(args[1], int):
                         op.kwargs["dim"] = args[1]
                 self.ops.append(op)
         return out
+
+    def _stack(self, depth: int = 6) -> tuple:
+        out, f = [], sys._getframe(2)
+        while f is not None and len(out) < depth:
+            if f.f_code.co_filename == self.path:
+                out.append(f.f_lineno)
+            f = f.f_back
+        return tuple(out)
 
     def _line(self):
         f = sys._getframe(2)
@@ -132,6 +143,16 @@ def sample_unchanged(size: int, keep: int = 0):
         if len(axes) != 1 or a.shape != b.shape:
             return None
         return _diff(a.select(axes[0], keep), b.select(axes[0], keep))
+    return prop
+
+
+def sample_moved(size: int, i: int, j: int):
+    """Batch order: sample i of run a must equal sample j of run b (the batch reordered)."""
+    def prop(a, b):
+        axes = [k for k, s in enumerate(a.shape) if s == size]
+        if len(axes) != 1 or a.shape != b.shape:
+            return None
+        return _diff(a.select(axes[0], i), b.select(axes[0], j))
     return prop
 
 

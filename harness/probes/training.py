@@ -27,7 +27,24 @@ def _trace(ctx, model, steps, batch_size):
 
     clipped = []   # what clip_grad_norm_ returned this step: the norm before clipping
 
+    fresh, mech = {}, {"grad_residual": [], "eval_steps": 0, "sched_epochs": [], "grad_line": None}
+    watched = [p for p in model.parameters() if p.requires_grad][:3]
+
+    def on_grad(i):
+        def hook(g):                 # this backward's own gradient, before it accumulates into .grad
+            fresh[i] = fresh[i] + g.detach() if i in fresh else g.detach().clone()
+        return hook
+    grad_hooks = [p.register_hook(on_grad(i)) for i, p in enumerate(watched)]
+    real_train = model.train
+
+    def train_mode(mode=True):         # model.eval() calls self.train(False): where train() switches it
+        if not mode and mech.get("eval_line") is None:
+            mech["eval_line"] = _line_in(ctx, "train") or _caller_line(ctx)
+        return real_train(mode)
+    model.train = train_mode
+
     def on_step(opt, args, kwargs):
+        _mechanics(ctx, model, watched, fresh, mech)
         lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
         if clipped:
             norms.append(float(clipped[-1]))
@@ -39,6 +56,7 @@ def _trace(ctx, model, steps, batch_size):
             norms.append(None)
 
     def pre(mod, args, kwargs):
+        mech["last_mode"] = mod.training
         if "tgt_in" not in seen and len(args) >= 2:
             seen["src"], seen["tgt_in"] = args[0], args[1]
             seen["call_line"] = _caller_line(ctx)
@@ -68,10 +86,47 @@ def _trace(ctx, model, steps, batch_size):
             fn(model, **kw)
     finally:
         h0.remove(), h1.remove(), h2.remove()
+        for h in grad_hooks:
+            h.remove()
+        del model.train
         torch.nn.utils.clip_grad_norm_ = real_clip
     losses = [rnd(float(c.out.detach())) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
               and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
-    return {"lrs": lrs, "norms": norms, "losses": losses, "seen": seen, "rec": rec, "seconds": time.perf_counter() - t}
+    return {"lrs": lrs, "norms": norms, "losses": losses, "seen": seen, "rec": rec, "seconds": time.perf_counter() - t,
+            "mech": mech}
+
+
+def _mechanics(ctx, model, watched, fresh, mech):
+    """At an optimizer step: is .grad this step's gradient? train mode? how far has each scheduler stepped?"""
+    import sys
+    if len(mech["grad_residual"]) < 12 and fresh:
+        worst = 0.0
+        for i, p in enumerate(watched):
+            g, f = p.grad, fresh.get(i)
+            if f is None or float(f.norm()) == 0.0:
+                continue
+            if g is None:                                  # zeroed (set to None) after backward, before step
+                g = torch.zeros_like(f)
+            g, f = g.detach().flatten().double(), f.flatten().double()
+            a = float(g @ f) / float(f @ f)               # clipping and unscaling only scale the gradient
+            worst = max(worst, float((g - a * f).norm()) / max(float(g.norm()), 1e-30) if a > 0 else 1.0)
+            mech.setdefault("ratio", []).append(float(g.norm() / f.norm()))
+        mech["grad_residual"].append(worst)
+        if worst > 1e-3 and mech["grad_line"] is None:
+            mech["grad_line"] = _caller_line(ctx)
+    fresh.clear()
+    mech["eval_steps"] += 0 if mech.get("last_mode", True) else 1
+    f = sys._getframe(1)
+    while f is not None:       # schedulers the student's train() holds, and how often they were stepped
+        if f.f_code.co_filename == ctx.source.code_path:
+            held = list(f.f_locals.values())
+            held += [x for v in held if hasattr(v, "__dict__") and not isinstance(v, torch.nn.Module)
+                     for x in list(vars(v).values())]         # a Trainer object's attributes too
+            scheds = [v for v in held if isinstance(v, torch.optim.lr_scheduler.LRScheduler)]
+            if scheds:
+                mech["sched_epochs"].append(max(int(v.last_epoch) for v in scheds))
+            break
+        f = f.f_back
 
 
 class Stub(torch.nn.Module):
@@ -155,6 +210,7 @@ def trace(ctx):
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
                         data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup},
                         location=None if lr_ok else ctx.where(lr_line if peak < 5e-5 else sched_line)))
+    checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line)
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
         checks.append(check("train-shift", "skip", None, "", "no cross_entropy/nll_loss call observed in train()"))
@@ -200,6 +256,67 @@ def trace(ctx):
                         f"share of the loss gradient that comes from PAD target positions; ignore_index={ign}",
                         data={"ignore_index": ign}, location=ctx.where(target_line if status == "fail" else None)))
     return checks
+
+
+def _line_in(ctx, fn_name: str) -> int | None:
+    """The line that the student's function `fn_name` is running now (an outer frame of the stack)."""
+    import sys
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename == ctx.source.code_path and f.f_code.co_name == fn_name:
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
+def _zero_grad_line(ctx):
+    """The zero_grad call in train() that sits after backward() (the one to move), else the step's line."""
+    for fn in locate.functions(ctx, "train"):
+        back = locate.lines_mentioning(fn, ".backward(")
+        zero = locate.lines_mentioning(fn, "zero_grad")
+        late = [z for z in zero if back and z > min(back)]
+        if late:
+            return late[0]
+    return None
+
+
+def _mechanics_checks(ctx, mech, steps, sched_line):
+    """Training-loop mechanics traced on the student's own train(): zeroed gradients, train mode, scheduler."""
+    out = []
+    res = mech["grad_residual"][1:]                   # from step 2: step 1 starts from no gradient anyway
+    if res:
+        worst = max(res)
+        ratio = max(mech.get("ratio") or [1.0])
+        kind = "accumulates" if worst > 1e-3 and ratio > 1.0 else "zero" if ratio < 1e-6 else \
+            "other" if worst > 1e-3 else None
+        text = {"accumulates": "from the second step on, .grad is larger than the step's own gradient and points "
+                               "elsewhere: gradients of earlier steps are still in it (never zeroed)",
+                "zero": "the optimizer steps with a zero gradient: it is zeroed after backward() and before step()",
+                "other": "the optimizer steps with a gradient that is not this step's", None: ""}[kind]
+        out.append(check("train-zero-grad", "fail" if kind else "pass", rnd(worst, 6),
+                         "< 1e-3: .grad at each step is that step's gradient (up to clipping's scale)",
+                         f"worst relative residual of .grad against the gradient of the step's own backward over "
+                         f"steps 2-{len(res) + 1}",
+                         data={"mechanism": {"kind": kind, "text": text}} if kind else {},
+                         location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else mech["grad_line"])
+                         if kind else None))
+    if steps:
+        frac = mech["eval_steps"] / steps
+        evals = [mech["eval_line"]] if mech.get("eval_line") else \
+            [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]
+        out.append(check("train-mode", "pass" if frac <= 0.5 else "fail", rnd(frac, 3),
+                         "<= 0.5: the model is in train mode for the forward passes it learns from",
+                         f"share of optimizer steps whose forward pass ran with model.training False "
+                         f"({mech['eval_steps']} of {steps})",
+                         location=ctx.where(evals[0]) if frac > 0.5 and evals else None))
+    ep = mech["sched_epochs"]
+    if len(ep) >= 10:
+        moved = max(ep) - min(ep)
+        out.append(check("train-scheduler", "pass" if moved > 0 else "fail", moved,
+                         "> 0: the scheduler the loop creates is stepped",
+                         f"scheduler.last_epoch advanced {moved} time(s) over {len(ep)} optimizer steps",
+                         location=ctx.where(sched_line) if moved == 0 else None))
+    return out
 
 
 def overfit(ctx):

@@ -1,0 +1,122 @@
+"""Declared checks: every check id a probe may emit, what it measures, its threshold and where that came from.
+
+Probes emit checks; this table declares them (the probe id that emits each, in harness/probes/__init__.py,
+is the key). The rubric validates check ids against it, the engine reads `component` (a check that calls a
+contract component directly) and `compares` (a check that compares two forward passes, meaningless when the
+forward pass is random), and tests assert that probes emit nothing undeclared. Torch-free: the grading
+process imports it. Calibration numbers: bench/calibrate.py and bench/corpus.py (correct corpus, 5 seeds).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    measures: str
+    threshold: str = ""
+    source: str = ""              # where the threshold comes from
+    component: str | None = None  # a contract component the check calls directly (not the whole model)
+    compares: bool = False        # compares two forward passes
+
+
+C = Check
+DECLARED: dict[str, tuple[Check, ...]] = {
+    "contract": (C("contract", "required and optional names defined at the top level", "all required present",
+                   "the lesson's contract"),),
+    "shapes": (C("shapes", "logits shape of one forward pass (batch 2)", "(B, T_tgt, 13)", "the contract"),),
+    "param-count": (C("param-count", "parameters per component", "info only", "lesson's table 235,981"),),
+    "data": (C("data", "make_batch: targets are SOS + reversed source + EOS, padded", "all samples",
+               "the lesson's task"),),
+    "pe": (C("pe-formula", "positional table against sin/cos of the lesson", "max error < 1e-4", "float32 noise",
+             component="PositionalEncoding"),
+           C("pe-buffer", "positional table is a buffer, not a trained parameter", "no Parameter",
+             "the lesson", component="PositionalEncoding"),
+           C("pe-relative", "block: PE(t+k) is a fixed rotation of PE(t)", "error < 1e-3", "float32 noise")),
+    "eval-determinism": (C("eval-determinism", "relative difference of two eval-mode passes (default dropout)",
+                           "0 exactly", "a correct eval pass is deterministic on CPU"),),
+    "batch-independence": (C("batch-independence", "change of sample 0 when the other samples change",
+                             "< 1e-5 relative", "correct corpus: 0 (bitwise) over 5 seeds; float noise ~1e-7",
+                             compares=True),),
+    "first-loss": (C("first-loss", "cross-entropy of the untrained model on 64 samples", "2.6-4.2",
+                     "correct implementations 3.15-3.62 over 5 seeds; bad output layers 12-17"),),
+    "attn-rows-sum": (C("attn-rows-sum", "|sum over the keys - 1| of the weights multiplied with V "
+                        "(key axis found by its length in cross-attention)", "< 1e-4", "float32 noise ~1e-7",
+                        compares=True),),
+    "attn-saturation": (C("attn-saturation", "mean largest attention weight per row at init", "< 0.62",
+                          "correct 0.23-0.46 (70 runs), unscaled mutant 0.75-0.81 (10 seeds)"),),
+    "heads-permutation": (C("heads-permutation", "max |MHA(Px) - P MHA(x)|", "< 1e-4", "float32 noise",
+                            component="MultiHeadAttention", compares=True),),
+    "causal-leak": (C("causal-leak", "max change of earlier outputs when a later decoder token changes",
+                      "< 1e-5", "correct: 0 (bitwise)", compares=True),),
+    "padding-invariance": (C("padding-invariance", "change of real positions' logits when padded to length 10",
+                             "< 1e-4", "correct corpus < 1e-5", compares=True),),
+    "padded-row-finite": (C("padded-row-finite", "finite logits and gradients with an all-PAD source row",
+                            "finite", "-inf masks give NaN there"),),
+    "gradient-flow": (C("gradient-flow", "parameters of modules that ran without a non-zero gradient", "none",
+                        "every used parameter must learn"),),
+    "residual": (C("residual-enc", "EncoderLayer with Linear weights zeroed: output spread over positions",
+                   "> 1e-3", "reference ~1; missing residual 0", component="EncoderLayer"),
+                 C("residual-dec", "DecoderLayer with Linear weights zeroed: output spread over positions",
+                   "> 1e-3", "reference ~1; missing residual 0", component="DecoderLayer")),
+    "cross-wiring": (C("source-sensitivity", "mean change of logits when every source token changes", "> 1e-4",
+                       "correct ~0.1-1"),
+                     C("cross-attn-wiring", "encoder output used as key/value (not query) of cross-attention",
+                       "kv in every decoder layer, never query", "the lesson")),
+    "stateless-forward": (C("stateless-forward", "change of the output for batch B after seeing batch A",
+                            "< 1e-5", "correct: 0", compares=True),),
+    "embedding-scale": (C("embedding-scale", "std entering the PE / std of the token embedding", "> sqrt(d)/2.5",
+                          "reference 8 (sqrt 64); missing scale ~1"),),
+    "long-inputs": (C("long-inputs", "forward on sequences up to max_len", "runs", "the contract's max_len",
+                      compares=True),),
+    "decode": (C("decode-encoder-calls", "model.encode calls per greedy_decode", "1", "the lesson"),
+               C("decode-eval", "greedy_decode leaves the model in eval mode", "eval", "the lesson")),
+    "decode-determinism": (C("decode-determinism", "greedy_decode twice with different seeds", "same tokens",
+                             "greedy decoding does not sample", compares=True),),
+    "decode-consistency": (C("decode-consistency", "first step where greedy_decode's token differs from the "
+                                                   "argmax of the model's forward pass on that prefix", "-1 (none)",
+                             "the same model, the same prefix", compares=True),),
+    "train-trace": (C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
+                      "the lesson's schedule"),
+                    C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),
+                    C("train-pad-ignored", "gradient of the loss at PAD targets", "0", "ignore_index=PAD"),
+                    C("train-zero-grad", "gradient the optimizer steps with vs the fresh gradient of that step",
+                      "equal (< 1e-4 relative)", "zero_grad or set_to_none before backward"),
+                    C("train-mode", "share of optimizer steps whose forward ran in eval mode", "<= 0.5",
+                      "dropout must be on while training; periodic evaluation is fine"),
+                    C("train-scheduler", "advance of the loop's LR scheduler over >= 10 optimizer steps", "> 0",
+                      "a scheduler that is never stepped leaves the lr at its initial value")),
+    "overfit": (C("overfit", "loss after <= 400 steps on one batch", "< 0.05", "reference < 0.005 by ~150",
+                  compares=True),),
+    "brief-training": (C("brief-training", "mean loss of the last 20 of 300 steps", "info", "pictures only"),
+                       C("decode-accuracy", "exact-match reversal after brief training", "info", "pictures only"),
+                       C("cross-attn-pattern", "cross-attention mass on the anti-diagonal", "info",
+                         "reference 0.45 vs 0.04 diagonal")),
+    "block-rows-sum": (C("block-rows-sum", "|row sum - 1| of attention weights", "< 1e-4", "float32 noise"),),
+    "block-saturation": (C("block-saturation", "mean largest weight per row at init", "< 0.22",
+                           "correct 0.10-0.12, unscaled 0.40-0.49"),),
+    "block-permutation": (C("block-permutation", "permutation equivariance without PE", "< 1e-4", "float32 noise",
+                            component="MultiHeadAttention"),),
+    "block-causal": (C("block-causal", "dependence of earlier outputs on later inputs with causal on", "< 1e-5",
+                       "correct: 0"),),
+    "block-residual": (C("block-residual", "block output with Linear weights zeroed", "> 1e-3", "reference ~1"),),
+    "block-lm": (C("block-lm", "tiny causal LM loss after brief training", "info/threshold in probe",
+                   "block.py comments"),),
+    # written by the child's guard and the parent, not by a probe
+    "tamper": (C("tamper", "functions the checks rely on replaced by the student's code", "none", "security"),),
+    "result-channel": (C("result-channel", "lines on the result pipe not from the grader", "none", "security"),),
+    "tamper-static": (C("tamper-static", "code in the file that reaches into the grader", "none", "security"),),
+}
+
+BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}
+
+
+def known_ids() -> set[str]:
+    """Every id that may appear in a result's checks: declared checks and probe ids (a skip or error of a probe)."""
+    return set(BY_ID) | set(DECLARED)
+
+
+def component_of(check_id: str) -> str | None:
+    c = BY_ID.get(check_id)
+    return c.component if c else None
