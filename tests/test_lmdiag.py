@@ -324,3 +324,37 @@ def test_novel_bugs_named_on_their_component_never_wrongly_accused():
         assert top["confidence"] < 0.8 or top["cause"] in acceptable, (name, top["cause"], top["confidence"])
         assert top["evidence"], name
         assert all(r["cause"] in cause_ids() for r in report["components"].values() if r["cause"]), name
+
+
+def _edited(edits, name):
+    """The reference single file with text edits (as a student would write the bug), as a module."""
+    from mutants.lm_export import load_module, reference_single_file
+    text = reference_single_file()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return load_module(text, name)
+
+
+@pytest.mark.parametrize("edits, comp, cause, at_least", [
+    # a key renamed in the module: interface, named on both sides
+    ([("        self.weight = nn.Parameter(weight)                          # (d_out, d_in)\n",
+       "        self.W = nn.Parameter(weight)\n"), ("return x @ self.weight.T ", "return x @ self.W.T ")],
+     "linear", "interface-mismatch", 0.9),
+    # the mutant's bug written differently: the outputs, not the code, are matched
+    ([("torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)", "(x * x).mean(-1, keepdim=True).sqrt() + self.eps")],
+     "rmsnorm", "rmsnorm-eps-outside-sqrt", 0.95),
+    # positions shifted by one: no mutant; RoPE rotates at position 0
+    ([("cos = self.cos[token_positions]", "cos = self.cos[token_positions + 1]"),
+      ("sin = self.sin[token_positions]", "sin = self.sin[token_positions + 1]")], "rope", "rope-rotates-at-position-0", 0.6),
+    # a causal mask two diagonals too far: no mutant; a causal leak
+    ([("torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))",
+       "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")], "mha", "future-tokens-visible", 0.6),
+], ids=["key-renamed", "eps-written-differently", "rope-positions-plus-one", "causal-diagonal-2"])
+def test_bugs_from_the_check_paths_tests(edits, comp, cause, at_least):
+    module = _edited(edits, "mtx_lmdiag_edit_" + comp)
+    report = diagnose_adapters(_adapters(module))
+    top = report["components"][comp]
+    assert report["first_failing"] == comp and top["cause"] == cause and top["confidence"] >= at_least, top
+    if cause == "interface-mismatch":
+        assert "'weight'" in top["evidence"][0] and "'W'" in top["evidence"][0]

@@ -8,11 +8,14 @@
   rubric.score / rubric.gradescope_tests     per-component partial credit ([lm] in rubric_default.toml)
 
 Cause ids: the lm mutant catalogue's (mutants/lm_registry.py), `interface-mismatch`, and the ones
-below, which only properties name (no mutant makes them).
+below, which only properties name (no mutant makes them). Where the lmcheck branch's property
+causes name the same thing, the id is theirs (rope-rotates-at-position-0, rope-not-a-rotation,
+rope-not-relative, rmsnorm-not-scale-invariant, softmax-not-shift-invariant, future-tokens-visible).
 """
 from __future__ import annotations
 
 PROPERTY_CAUSES = {
+    "rope-rotates-at-position-0": "RoPE changes vectors at position 0 (the angles are not position x frequency)",
     "rope-not-a-rotation": "RoPE changes the norms of the vectors it rotates",
     "rope-not-relative": "RoPE's q.k scores depend on absolute positions, not on their difference",
     "rope-pairs-wrong": "RoPE mixes coordinates other than the pairs (2i, 2i+1)",
@@ -31,7 +34,7 @@ PROPERTY_CAUSES = {
     "attention-scale-wrong": "attention scores are not scaled by 1/sqrt(d_k)",
     "attention-scaled-by-d-model": "multi-head attention scales scores by 1/sqrt(d_model) instead of 1/sqrt(d_head)",
     "mask-broadcast-wrong-dim": "the mask is broadcast over an axis the scores do not have",
-    "causal-leak": "the output at a position depends on later tokens",
+    "future-tokens-visible": "the output at a position depends on later tokens",
     "mask-after-softmax": "the causal mask is applied after the softmax, so weights do not sum to 1",
     "attention-output-dropped": "the block's output does not contain the attention sub-layer's result",
     "ffn-output-dropped": "the block's output does not contain the feed-forward sub-layer's result",

@@ -55,8 +55,12 @@ def rope_props(fn):
     zero = torch.zeros(6, dtype=torch.long)            # 1-D positions, as the course's interface is called
     y0 = run(fn, d, theta, 32, x, zero)
     err = float((y0 - x.double()).abs().max())
+    # sin and cos swapped: at position 0 every pair is turned by 90 degrees, (x1, x2) -> (-x2, x1)
+    quarter = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2).double()
+    swapped = float((y0 - quarter).abs().max()) < 1e-5
     out.append(prop("rope-identity-at-0", "rope", "RoPE at position 0 leaves the vector unchanged", err, "0 (< 1e-5)",
-                    err < 1e-5, "rope-sin-cos-swapped", 0.7))
+                    err < 1e-5, "rope-sin-cos-swapped" if swapped else "rope-rotates-at-position-0",
+                    0.9 if swapped else 0.7))
     pos = torch.tensor([5, 6, 9, 10, 11, 20])
     y = run(fn, d, theta, 32, x, pos)
     norm = float((y.norm(dim=-1) - x.double().norm(dim=-1)).abs().max())
@@ -294,7 +298,7 @@ def causal_prop(component, dep, row0_finite=True):
     n = len(dep)
     future = [(t, s) for t in range(n) for s in range(t + 1, n) if dep[t][s]]
     past = [(t, s) for t in range(n) for s in range(t) if dep[t][s]]
-    cause, conf = "causal-leak", 0.6
+    cause, conf = "future-tokens-visible", 0.6
     if not row0_finite:
         cause, conf = "causal-diagonal-masked", 0.7
     elif future and all(s == t + 1 for t, s in future) and len(future) == n - 1:
