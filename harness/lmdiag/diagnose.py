@@ -17,7 +17,7 @@ import math
 
 from . import interface, properties
 from .fingerprint import fingerprint, outputs, reference_fn
-from .inputs import ADAPTER, COMPONENTS, canonical, relative_error, tolerance
+from .inputs import ADAPTER, COMPONENTS, canonical, closure, relative_error, tolerance
 
 CHECK_DRAWS = 2          # draws compared with the reference before a component is called correct
 
@@ -125,8 +125,25 @@ def _diagnose(comp, student_fn):
                                                      "matches"], err, props)
 
 
-def diagnose_adapters(adapters: dict, components=COMPONENTS) -> dict:
-    """Every component's diagnosis and the first failing one in build order (where the bug starts)."""
-    results = {c: diagnose_component(c, adapters.get(ADAPTER[c])) for c in components}
+def diagnose_adapters(adapters: dict, components=COMPONENTS, explain_downstream: bool = False) -> dict:
+    """Every component's diagnosis and the first failing one in build order (where the bug starts).
+
+    A component that fails while one it is built from fails too is only compared, not explained
+    (its failure is normally that one's; `explain_downstream` explains it anyway)."""
+    results = {}
+    for c in components:
+        fn = adapters.get(ADAPTER[c])
+        upstream = [u for u in closure(c) if u != c and results.get(u, {}).get("status") == "fail"]
+        if upstream and fn is not None and not explain_downstream:
+            try:
+                err, mine = compare(c, fn)
+            except Exception:                                # noqa: BLE001 - explained below instead
+                err, mine = {"case": "?", "raised": "comparison failed"}, []
+            if err is not None and not any(o == "not-implemented" for _, o in mine):
+                results[c] = _result(c, "fail", None, 0.0, [f"fails, and {upstream[0]}, which it is built from, "
+                                                            f"fails too (explained there)", _error_line(err)], err,
+                                     inherited_from=upstream[0])
+                continue
+        results[c] = diagnose_component(c, fn)
     failing = [c for c in components if results[c]["status"] == "fail"]
     return {"components": results, "first_failing": failing[0] if failing else None}

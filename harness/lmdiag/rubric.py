@@ -83,7 +83,7 @@ def _credit(comp, result, results, rubric) -> tuple[float, str]:
     if status == "not-implemented":
         return 0.0, "not implemented"
     upstream = [c for c in closure(comp) if c != comp and (results.get(c) or {}).get("status") == "fail"]
-    where = result.get("mutant_component")
+    where = result.get("mutant_component") or result.get("inherited_from")
     if upstream or (where and where != comp):
         src = where if where and where != comp else upstream[0]
         return rubric.inherited_credit, f"fails because {src} (which it is built from) fails; charged there"
