@@ -53,7 +53,9 @@ CORPUS_NAMES = {
 
 
 def expected_cause(entry):
-    return "interface-mismatch" if entry["category"] == "interface" else CORPUS_NAMES.get(entry["cause"], entry["cause"])
+    if entry["category"] == "interface":
+        return "interface-mismatch"
+    return CORPUS_NAMES.get(entry["cause"], entry["cause"])
 
 
 def _adapters(module):
@@ -301,7 +303,8 @@ def _novel_bugs():
 
     return {
         "softmax over all elements": ("run_softmax", softmax_all, "softmax", {"softmax-normalisation"}),
-        "rmsnorm ignores its eps": ("run_rmsnorm", lambda d, eps, w, x: ref.run_rmsnorm(d, 1e-3, w, x), "rmsnorm", set()),
+        "rmsnorm ignores its eps": ("run_rmsnorm", lambda d, eps, w, x: ref.run_rmsnorm(d, 1e-3, w, x), "rmsnorm",
+                                    set()),
         "mha masks after the softmax": ("run_multihead_self_attention", mha_mask_after, "mha", {"mask-after-softmax"}),
         "clipping by the sum of norms": ("run_gradient_clipping", clip_sum_of_norms, "gradient_clipping", set()),
         "get_batch never starts at 0": ("run_get_batch", batch_never_zero, "get_batch", {"get-batch-start-range"}),
@@ -342,14 +345,17 @@ def _edited(edits, name):
        "        self.W = nn.Parameter(weight)\n"), ("return x @ self.weight.T ", "return x @ self.W.T ")],
      "linear", "interface-mismatch", 0.9),
     # the mutant's bug written differently: the outputs, not the code, are matched
-    ([("torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)", "(x * x).mean(-1, keepdim=True).sqrt() + self.eps")],
+    ([("torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)",
+       "(x * x).mean(-1, keepdim=True).sqrt() + self.eps")],
      "rmsnorm", "rmsnorm-eps-outside-sqrt", 0.95),
     # positions shifted by one: no mutant; RoPE rotates at position 0
     ([("cos = self.cos[token_positions]", "cos = self.cos[token_positions + 1]"),
-      ("sin = self.sin[token_positions]", "sin = self.sin[token_positions + 1]")], "rope", "rope-rotates-at-position-0", 0.6),
+      ("sin = self.sin[token_positions]", "sin = self.sin[token_positions + 1]")],
+     "rope", "rope-rotates-at-position-0", 0.6),
     # a causal mask two diagonals too far: no mutant; a causal leak
     ([("torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))",
-       "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")], "mha", "future-tokens-visible", 0.6),
+       "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")],
+     "mha", "future-tokens-visible", 0.6),
 ], ids=["key-renamed", "eps-written-differently", "rope-positions-plus-one", "causal-diagonal-2"])
 def test_bugs_from_the_check_paths_tests(edits, comp, cause, at_least):
     module = _edited(edits, "mtx_lmdiag_edit_" + comp)
@@ -358,3 +364,18 @@ def test_bugs_from_the_check_paths_tests(edits, comp, cause, at_least):
     assert report["first_failing"] == comp and top["cause"] == cause and top["confidence"] >= at_least, top
     if cause == "interface-mismatch":
         assert "'weight'" in top["evidence"][0] and "'W'" in top["evidence"][0]
+
+
+def test_downstream_failures_are_compared_not_re_explained():
+    from harness.lmdiag import rubric
+    report = diagnose_adapters(_adapters(variant("lm-rope-halves-not-pairs")))
+    comps = report["components"]
+    assert comps["rope"]["cause"] == "rope-halves-not-pairs"
+    for c in ("mha_rope", "block", "lm"):
+        assert comps[c]["status"] == "fail" and comps[c]["cause"] is None and comps[c]["inherited_from"] == "rope"
+    assert comps["mha"]["status"] == "pass"
+    scored = rubric.score(comps)
+    assert scored["score"] == scored["max_score"] - rubric.load().components["rope"]
+    explained = diagnose_adapters(_adapters(variant("lm-rope-halves-not-pairs")), components=("rope", "lm"),
+                                  explain_downstream=True)["components"]["lm"]
+    assert explained["cause"] == "rope-halves-not-pairs" and explained["mutant_component"] == "rope"

@@ -42,7 +42,9 @@ def _result(comp, status, cause=None, confidence=0.0, evidence=(), errors=None, 
 
 
 def compare(comp, student_fn):
-    """(first disagreement or None, the student's draw-0 outputs); a disagreement: {case, max_abs, max_rel} or {case, raised}."""
+    """(first disagreement or None, the student's draw-0 outputs).
+
+    A disagreement is {case, max_abs, max_rel, shape, expected_shape, draw} or {case, raised, draw}."""
     first = None
     mine0 = None
     for draw in range(CHECK_DRAWS):

@@ -166,7 +166,8 @@ def cases(component: str, draw: int):
         c += [("d_ff 40", lambda f: f(16, 40, w1, w2, w3, x))]
     elif component == "rmsnorm":
         w = 1 + 0.3 * _randn(g, 16)
-        x, small, half = _randn(g, 2, 5, 16, scale=3.0) + 0.5, _randn(g, 3, 16, scale=1e-3), (_randn(g, 3, 16) * 400).half()
+        x, small = _randn(g, 2, 5, 16, scale=3.0) + 0.5, _randn(g, 3, 16, scale=1e-3)
+        half = (_randn(g, 3, 16) * 400).half()
         c += [("x ~ 3", lambda f: f(16, 1e-5, w, x)), ("x ~ 1e-3", lambda f: f(16, 1e-5, w, small)),
               ("float16 x ~ 400", lambda f: f(16, 1e-5, w.half(), half))]
     elif component == "softmax":

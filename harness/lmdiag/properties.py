@@ -34,8 +34,9 @@ def run(fn, *args, **kw):
 
 def prop(pid, component, what, measured, expected, passed, cause=None, confidence=0.6):
     measured = round(float(measured), 6) if isinstance(measured, float) else measured
-    return {"id": pid.replace("_", "-"), "component": component, "what": what, "measured": measured, "expected": expected,
-            "passed": bool(passed), "cause": None if passed else cause, "confidence": 0.0 if passed else confidence}
+    return {"id": pid.replace("_", "-"), "component": component, "what": what, "measured": measured,
+            "expected": expected, "passed": bool(passed), "cause": None if passed else cause,
+            "confidence": 0.0 if passed else confidence}
 
 
 def _g(seed=0):
@@ -43,7 +44,9 @@ def _g(seed=0):
 
 
 def _close(a, b, tol=1e-4):
-    return a.shape == b.shape and bool(torch.isfinite(a).all()) and float((a - b).abs().max()) <= tol * (1 + float(b.abs().max()))
+    if a.shape != b.shape or not bool(torch.isfinite(a).all()):
+        return False
+    return float((a - b).abs().max()) <= tol * (1 + float(b.abs().max()))
 
 
 # --------------------------------------------------------------------------- RoPE
@@ -76,8 +79,9 @@ def rope_props(fn):
     r = run(fn, d, theta, 32, e0, torch.tensor([3]))[0, 0]
     mixed = sorted(int(i) for i in torch.nonzero(r.abs() > 1e-6).flatten())
     pairs_ok = set(mixed) <= {0, 1}                   # (no rotation at all is the frequencies' problem)
+    halves = mixed == [0, d // 2]
     out.append(prop("rope-pairs", "rope", "a rotation of e_0 stays in the pair (x[0], x[1])", mixed, "[0, 1]", pairs_ok,
-                    "rope-halves-not-pairs" if mixed == [0, d // 2] else "rope-pairs-wrong", 0.9 if mixed == [0, d // 2] else 0.6))
+                    "rope-halves-not-pairs" if halves else "rope-pairs-wrong", 0.9 if halves else 0.6))
     if pairs_ok:
         angles = []
         for k in range(d // 2):
@@ -95,7 +99,8 @@ def rope_props(fn):
         elif float((a - theta ** (-k / d)).abs().max()) < 1e-4:
             cause, conf = "rope-frequency-exponent", 0.9
         out.append(prop("rope-frequencies", "rope", "angle of pair k at position 1 is theta^(-2k/d)",
-                        [round(v, 5) for v in angles[:3]], [round(float(v), 5) for v in want[:3]], err < 1e-4, cause, conf))
+                        [round(v, 5) for v in angles[:3]], [round(float(v), 5) for v in want[:3]], err < 1e-4,
+                        cause, conf))
     # relative: q_m . k_n depends only on m - n
     q, kk = torch.randn(1, 1, d, generator=g), torch.randn(1, 1, d, generator=g)
     dots = []
@@ -118,7 +123,6 @@ def rmsnorm_props(fn):
     ones = torch.ones(d)
     x = torch.randn(3, d, generator=g) * 3 + 0.5
     y = run(fn, d, eps, w, x)
-    expect = x.double() / torch.sqrt(x.double().pow(2).mean(-1, keepdim=True) + eps) * w.double()
     const = run(fn, d, eps, ones, torch.full((1, d), 2.0))
     centred = not bool(torch.isfinite(const).all()) or float(const.abs().max()) < 1e-3
     zm = x - x.mean(-1, keepdim=True)
@@ -137,8 +141,8 @@ def rmsnorm_props(fn):
     gain_first = gain_first / torch.sqrt(gain_first.pow(2).mean(-1, keepdim=True) + eps)
     cause = "rmsnorm-gain-ignored" if float((y - y1).abs().max()) < 1e-6 else (
         "rmsnorm-gain-before-normalising" if _close(y, gain_first) else "rmsnorm-gain-wrong")
-    out.append(prop("rmsnorm-gain", "rmsnorm", "output with gain g is g times the output with gain 1", gain_err, "< 1e-4",
-                    gain_err < 1e-4, cause, 0.9 if cause != "rmsnorm-gain-wrong" else 0.6))
+    out.append(prop("rmsnorm-gain", "rmsnorm", "output with gain g is g times the output with gain 1", gain_err,
+                    "< 1e-4", gain_err < 1e-4, cause, 0.9 if cause != "rmsnorm-gain-wrong" else 0.6))
     inv = float((run(fn, d, eps, w, x * 10) - y).abs().max())
     # 1e-3: eps moves a correct RMSNorm by eps / mean(x^2) ~ 1e-6 here; a symptom only, so low confidence
     out.append(prop("rmsnorm-scale-invariant", "rmsnorm", "RMSNorm(10 x) = RMSNorm(x) at activations ~3", inv, "< 1e-3",
@@ -165,7 +169,8 @@ def rmsnorm_props(fn):
         except Skip:
             continue
         fin = bool(torch.isfinite(yh).all()) and float(yh.abs().max()) > 1e-3
-        out.append(prop(f"rmsnorm-finite-{str(dtype)[6:]}", "rmsnorm", f"finite, nonzero outputs in {str(dtype)[6:]} at "
+        name = str(dtype)[6:]
+        out.append(prop(f"rmsnorm-finite-{name}", "rmsnorm", f"finite, nonzero outputs in {name} at "
                         f"activations ~{scale:g}", fin, True, fin, "rmsnorm-no-float32-upcast", 0.85))
     return out
 
@@ -239,7 +244,8 @@ def sdpa_props(fn):
         cause = {1.0: "missing-sqrt-dk", 1 / d: "attention-scaled-by-dk"}
         named = [v for f, v in cause.items() if abs(c - f) < 1e-3 * f]
         out.append(prop("sdpa-scale", "sdpa", "scores are scaled by 1/sqrt(d_k) (measured: d log w / d score)", c, want,
-                        abs(c - want) < 1e-3 * want, named[0] if named else "attention-scale-wrong", 0.9 if named else 0.6))
+                        abs(c - want) < 1e-3 * want, named[0] if named else "attention-scale-wrong",
+                        0.9 if named else 0.6))
     mask = torch.rand(2, nq, nk, generator=g) > 0.5
     mask[..., 0] = True
     wm = run(fn, q, k, v, mask)
@@ -329,8 +335,8 @@ def mha_props(fn, component="mha"):
     scales = {"attention-scaled-by-d-model": 1 / math.sqrt(d), "missing-sqrt-dk": 1.0, "attention-scaled-by-dk": h / d}
     want = _ref_mha(x, wq, wk, wv, wo, h, rope=rope, pos=pos)
     err = float((y - want).abs().max()) if y.shape == want.shape else math.inf
-    named = [c for c, s in scales.items() if y.shape == want.shape and _close(y, _ref_mha(x, wq, wk, wv, wo, h, s, rope, pos=pos))]
-    if rope is not None and y.shape == want.shape and _close(y, _ref_mha(x, wq, wk, wv, wo, h, rope=rope, rope_v=True, pos=pos)):
+    named = [c for c, s in scales.items() if _close(y, _ref_mha(x, wq, wk, wv, wo, h, s, rope, pos=pos))]
+    if rope is not None and _close(y, _ref_mha(x, wq, wk, wv, wo, h, rope=rope, rope_v=True, pos=pos)):
         named = ["rope-on-values"]
     out.append(prop(f"{component}-formula", component, "equals softmax(q k^T / sqrt(d_head)) v per head, causal"
                     + (", RoPE on q and k only" if rope else ""), err, "< 1e-4 relative",
@@ -351,7 +357,8 @@ def mha_props(fn, component="mha"):
     elif yu.shape == after.shape and _close(yu, after):
         cause, conf = "mask-after-softmax", 0.85
     out.append(prop(f"{component}-heads-values", component, "with w_q = w_k = 0 every head averages the earlier values "
-                    "(weights sum to 1, heads split and merged consistently" + (", values not rotated)" if rope else ")"),
+                    "(weights sum to 1, heads split and merged consistently"
+                    + (", values not rotated)" if rope else ")"),
                     float((yu - uni).abs().max()) if yu.shape == uni.shape else math.inf, "< 1e-4 relative", ok,
                     cause, conf))
     return out
@@ -404,13 +411,15 @@ def lm_props(fn):
     r = float((f(ids, w2) - 2 * y).abs().max())
     ignored = float((f(ids, w2) - y).abs().max()) < 1e-6
     out.append(prop("lm-final-norm-gain", "lm", "doubling ln_final.weight doubles the logits", r, "< 1e-4 relative",
-                    r < 1e-4 * (1 + float(y.abs().max())), "missing-final-norm" if ignored else None, 0.9 if ignored else 0.5))
+                    r < 1e-4 * (1 + float(y.abs().max())), "missing-final-norm" if ignored else None,
+                    0.9 if ignored else 0.5))
     w3 = dict(w, **{"lm_head.weight": w["lm_head.weight"] + 1.0})
     head_ignored = float((f(ids, w3) - y).abs().max()) < 1e-6
     tied = dict(w, **{"lm_head.weight": w["token_embeddings.weight"]})
     is_tied = head_ignored and _close(y, run(reference_fn("lm"), **cfg, weights=tied, in_indices=ids))
     out.append(prop("lm-head-used", "lm", "the logits change when lm_head.weight changes", not head_ignored, True,
-                    not head_ignored, "lm-head-tied-to-embeddings" if is_tied else "lm-head-ignored", 0.9 if is_tied else 0.7))
+                    not head_ignored, "lm-head-tied-to-embeddings" if is_tied else "lm-head-ignored",
+                    0.9 if is_tied else 0.7))
     return out
 
 

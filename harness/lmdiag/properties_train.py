@@ -26,12 +26,14 @@ def cross_entropy_props(fn):
         cause, conf = "cross-entropy-sum-not-mean", 0.9
     elif abs(ratio - 8 / 20) < 1e-3:
         cause, conf = "cross-entropy-wrong-mean", 0.9
-    out.append(prop("cross-entropy-formula", "cross_entropy", "mean over the batch of logsumexp(logits) - logit[target]",
-                    got, round(want, 6), abs(got - want) < 1e-4 * (1 + abs(want)), cause, conf))
+    out.append(prop("cross-entropy-formula", "cross_entropy",
+                    "mean over the batch of logsumexp(logits) - logit[target]", got, round(want, 6),
+                    abs(got - want) < 1e-4 * (1 + abs(want)), cause, conf))
     shifted = float(run(fn, logits + 1000, t))
     ok = math.isfinite(shifted) and abs(shifted - want) < 1e-3 * (1 + abs(want))
     out.append(prop("cross-entropy-shift-1000", "cross_entropy", "finite and unchanged when every logit is raised by "
-                    "1000", shifted, round(want, 6), ok, "cross-entropy-overflow", 0.85 if not math.isfinite(shifted) else 0.5))
+                    "1000", shifted, round(want, 6), ok, "cross-entropy-overflow",
+                    0.85 if not math.isfinite(shifted) else 0.5))
     if ok:
         wide = logits * 300
         w64 = float((torch.logsumexp(wide.double(), -1) - wide.double().gather(-1, t[:, None])[:, 0]).mean())
@@ -127,15 +129,19 @@ def adamw_props(get_cls):
     # first step with wd = 0: the bias-corrected update is lr * g / |g| (|g| >> eps)
     _, (s1, e1) = None, _adam_steps(cls, 1, lambda p: torch.full_like(p, 0.05), 0.0)
     step = float((s1[0] - e1[0]).mean())
-    out.append(prop("adamw-bias-correction", "adamw", "the first step (wd 0, gradient 0.05) moves every parameter by lr",
-                    step, lr, abs(step - lr) < 1e-3 * lr, "adamw-no-bias-correction" if abs(step - lr * 0.1 / math.sqrt(1e-3)) < 0.01 * lr
-                    else "adamw-step-size-wrong", 0.9 if abs(step - lr * 0.1 / math.sqrt(1e-3)) < 0.01 * lr else 0.6))
+    # without the correction the first step is lr * (1 - beta1) / sqrt(1 - beta2) = 3.16 lr
+    uncorrected = abs(step - lr * 0.1 / math.sqrt(1e-3)) < 0.01 * lr
+    out.append(prop("adamw-bias-correction", "adamw", "the first step (wd 0, gradient 0.05) moves every parameter "
+                    "by lr", step, lr, abs(step - lr) < 1e-3 * lr,
+                    "adamw-no-bias-correction" if uncorrected else "adamw-step-size-wrong",
+                    0.9 if uncorrected else 0.6))
     # tiny gradients: eps (1e-8) is added to sqrt(v), so a gradient of 1e-4 still moves p by ~lr
     _, (s2, e2) = None, _adam_steps(cls, 1, lambda p: torch.full_like(p, 1e-4), 0.0)
     tiny = float((s2[0] - e2[0]).mean())
     out.append(prop("adamw-eps-placement", "adamw", "a first step with gradients 1e-4 still moves p by ~lr (eps "
                     "added to sqrt(v), not under the root)", tiny, lr, abs(tiny - lr) < 0.01 * lr,
-                    "adamw-eps-inside-sqrt" if tiny < 0.5 * lr else "adamw-step-size-wrong", 0.85 if tiny < 0.5 * lr else 0.5))
+                    "adamw-eps-inside-sqrt" if tiny < 0.5 * lr else "adamw-step-size-wrong",
+                    0.85 if tiny < 0.5 * lr else 0.5))
     # many steps against AdamW written out in float64 (either placement of eps and of the decay is correct)
     g = _g(14)
     grads = [torch.randn(6, generator=g) * 0.05 for _ in range(40)]
