@@ -121,9 +121,9 @@ def rmsnorm_props(fn):
     g = _g(2)
     w = 1 + 0.3 * torch.randn(d, generator=g)
     ones = torch.ones(d)
-    x = torch.randn(3, d, generator=g) * 3 + 0.5
+    x = torch.randn(1, 3, d, generator=g) * 3 + 0.5     # (batch, seq, d) as the course's tests
     y = run(fn, d, eps, w, x)
-    const = run(fn, d, eps, ones, torch.full((1, d), 2.0))
+    const = run(fn, d, eps, ones, torch.full((1, 1, d), 2.0))
     centred = not bool(torch.isfinite(const).all()) or float(const.abs().max()) < 1e-3
     zm = x - x.mean(-1, keepdim=True)
     rms = float(run(fn, d, eps, ones, zm).pow(2).mean(-1).sqrt().mean())
@@ -153,7 +153,7 @@ def rmsnorm_props(fn):
     ind = float((run(fn, d, eps, w, batch)[0] - run(fn, d, eps, w, other)[0]).abs().max())
     out.append(prop("rmsnorm-token-independent", "rmsnorm", "a token's output does not change when other rows of the "
                     "batch change", ind, "< 1e-6", ind < 1e-6, "rmsnorm-wrong-axis", 0.85))
-    small = torch.randn(3, d, generator=g) * 1e-3
+    small = torch.randn(1, 3, d, generator=g) * 1e-3
     ys = run(fn, d, eps, w, small)
     ms = small.double().pow(2).mean(-1, keepdim=True)
     inside = small.double() / torch.sqrt(ms + eps) * w.double()
@@ -207,7 +207,7 @@ def softmax_props(fn):
 def swiglu_props(fn):
     """With w1 = w2 = w3 = I the layer is act(x) * x: the activation function can be read off."""
     d, out = 8, []
-    x = torch.linspace(-4, 4, 2 * d).reshape(2, d)
+    x = torch.linspace(-4, 4, 2 * d).reshape(1, 2, d)
     eye = torch.eye(d)
     y = run(fn, d, d, eye, eye, eye, x)
     act = y / x.double()
