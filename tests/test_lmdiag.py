@@ -379,3 +379,23 @@ def test_downstream_failures_are_compared_not_re_explained():
     explained = diagnose_adapters(_adapters(variant("lm-rope-halves-not-pairs")), components=("rope", "lm"),
                                   explain_downstream=True)["components"]["lm"]
     assert explained["cause"] == "rope-halves-not-pairs" and explained["mutant_component"] == "rope"
+
+
+def test_code_written_for_the_course_shapes_only_is_clean():
+    """(batch, seq, d) inputs and 1-D positions are what the course's tests pass: code that handles
+    exactly those is correct for them, and must not be flagged."""
+    ref = variant(None)
+
+    def linear_3d(d_in, d_out, weights, in_features):
+        return torch.einsum("bsi,oi->bso", in_features, weights)
+
+    def rmsnorm_3d(d_model, eps, weights, in_features):
+        b, s, d = in_features.shape
+        return ref.run_rmsnorm(d_model, eps, weights, in_features.reshape(b * s, d)).reshape(b, s, d)
+
+    def rope_1d_positions(d_k, theta, max_seq_len, x, token_positions):
+        assert token_positions.dim() == 1
+        return ref.run_rope(d_k, theta, max_seq_len, x, token_positions)
+
+    for comp, fn in (("linear", linear_3d), ("rmsnorm", rmsnorm_3d), ("rope", rope_1d_positions)):
+        assert diagnose_component(comp, fn)["status"] == "pass", comp
