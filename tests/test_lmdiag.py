@@ -397,5 +397,10 @@ def test_code_written_for_the_course_shapes_only_is_clean():
         assert token_positions.dim() == 1
         return ref.run_rope(d_k, theta, max_seq_len, x, token_positions)
 
-    for comp, fn in (("linear", linear_3d), ("rmsnorm", rmsnorm_3d), ("rope", rope_1d_positions)):
+    def sdpa_mask_required(Q, K, V, mask):
+        assert mask is not None
+        return ref.run_scaled_dot_product_attention(Q, K, V, mask)
+
+    for comp, fn in (("linear", linear_3d), ("rmsnorm", rmsnorm_3d), ("rope", rope_1d_positions),
+                     ("sdpa", sdpa_mask_required)):
         assert diagnose_component(comp, fn)["status"] == "pass", comp
