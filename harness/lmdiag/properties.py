@@ -229,6 +229,13 @@ def sdpa_props(fn):
     q, k = torch.randn(2, nq, d, generator=g), torch.randn(2, nk, d, generator=g)
     v = torch.eye(nk).expand(2, nk, nk).contiguous()
     w = run(fn, q, k, v, torch.ones(2, nq, nk, dtype=torch.bool))   # a mask always (the course never passes None)
+    if w.shape != (2, nq, nk):
+        # nothing below can be measured on a wrong shape; with 4-D inputs and mask right, a 3-D mask that
+        # gains an axis is broadcast against the wrong dimension
+        w4 = run(fn, q[:, None], k[:, None], v[:, None], torch.ones(2, 1, nq, nk, dtype=torch.bool))
+        extra = w.dim() > 3 and w4.shape == (2, 1, nq, nk)
+        return [prop("sdpa-mask-shape", "sdpa", "a 3-D mask with 3-D inputs gives a 3-D output", list(w.shape),
+                     [2, nq, nk], False, "mask-broadcast-wrong-dim" if extra else None, 0.85 if extra else 0.5)]
     rows = float((w.sum(-1) - 1).abs().max())
     cols = float((w.sum(-2) - 1).abs().max()) if nq == nk else math.inf
     # 1e-3: half-precision softmax sums to 1 +- 1e-3; a softmax over the wrong axis is off by O(1)
