@@ -404,3 +404,14 @@ def test_code_written_for_the_course_shapes_only_is_clean():
     for comp, fn in (("linear", linear_3d), ("rmsnorm", rmsnorm_3d), ("rope", rope_1d_positions),
                      ("sdpa", sdpa_mask_required)):
         assert diagnose_component(comp, fn)["status"] == "pass", comp
+
+
+def test_diagnosis_leaves_the_global_random_state_alone():
+    import numpy as np
+    torch.manual_seed(123)
+    np.random.seed(123)
+    expected = (torch.rand(3), np.random.rand(3))
+    torch.manual_seed(123)
+    np.random.seed(123)
+    diagnose_component("get_batch", variant("lm-get-batch-one-window").run_get_batch)
+    assert torch.equal(torch.rand(3), expected[0]) and (np.random.rand(3) == expected[1]).all()

@@ -13,7 +13,12 @@ confidence, evidence: [str], errors: {case, max_abs, max_rel} | {case, raised}, 
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import random
+
+import numpy as np
+import torch
 
 from . import interface, properties
 from .fingerprint import fingerprint, outputs, reference_fn
@@ -74,11 +79,24 @@ def _error_line(err):
             "reference")
 
 
+@contextlib.contextmanager
+def _rng_kept():
+    """The global random states as they were (the seeded draws must not change the caller's randomness)."""
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+
+
 def diagnose_component(component: str, student_fn) -> dict:
     """The component's diagnosis (see the module docstring); never raises for the student's behaviour."""
     comp = canonical(component)
     try:
-        return _diagnose(comp, student_fn)
+        with _rng_kept():
+            return _diagnose(comp, student_fn)
     except Exception as e:                                   # noqa: BLE001 - a diagnosis must not crash a check
         return _result(comp, "fail", None, 0.0, [f"mtxdiag could not finish this component's diagnosis: "
                                                  f"{type(e).__name__}: {str(e)[:200]}"], internal_error=True)
