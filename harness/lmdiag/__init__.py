@@ -7,6 +7,13 @@
   interface.*                                key/argument/dtype/None problems -> `interface-mismatch`
   rubric.score / rubric.gradescope_tests     per-component partial credit ([lm] in rubric_default.toml)
 
+Wiring into the check path (harness/probes/lm_*.py, harness/causes/lm_component.py): in the child,
+for a component whose lm-<component> check fails, call diagnose_component(component, the student's
+adapter) under the probe's time limit (a few seconds; up to ~10 s on a slow machine when every
+model component fails) and put the dict in the check's data; in the parent, a rule turns its
+`cause` (with its `confidence` and `evidence`) into the finding. Component names may be spelled
+either way (mha-rope or mha_rope). Partial credit: rubric.score({component: diagnosis}).
+
 Cause ids: the lm mutant catalogue's (mutants/lm_registry.py), `interface-mismatch`, and the ones
 below, which only properties name (no mutant makes them). Where the lmcheck branch's property
 causes name the same thing, the id is theirs (rope-rotates-at-position-0, rope-not-a-rotation,
