@@ -18,7 +18,8 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
-TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks"}
+TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks",
+            "lm"}   # [lm]: per-component credit of assignment lm, validated by harness/lmdiag/rubric.py
 
 
 class RubricError(ValueError):

@@ -1,0 +1,80 @@
+"""`pytest --mtxdiag` (harness/pytest_plugin.py) on a tiny student repository built from a corpus bug:
+the failing adapter test gets mtxdiag's diagnosis of its component under it, passing and unrelated
+tests get none, and without the option the plugin adds nothing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.pytest_plugin import component_of
+
+pytest_plugins = "pytester"
+
+ROOT = Path(__file__).resolve().parents[1]
+BUG = ROOT / "tests" / "corpus" / "lm" / "bugs" / "rope_halves.py"
+
+COURSE_TESTS = '''
+import torch
+from reference_model import lm_adapters as ref
+from .adapters import run_linear, run_rope
+
+
+def _g():
+    return torch.Generator().manual_seed(0)
+
+
+def test_rope():
+    x = torch.randn(2, 5, 16, generator=_g())
+    pos = torch.arange(5)
+    assert torch.allclose(run_rope(16, 10000.0, 32, x, pos), ref.run_rope(16, 10000.0, 32, x, pos), atol=1e-6)
+
+
+def test_linear():
+    w, x = torch.randn(4, 8, generator=_g()), torch.randn(3, 8, generator=_g())
+    assert torch.allclose(run_linear(8, 4, w, x), ref.run_linear(8, 4, w, x), atol=1e-6)
+
+
+def test_unrelated_helper():
+    assert 1 == 2
+'''
+
+
+@pytest.fixture
+def repo(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # only the plugin under test: an installed mtxdiag also registers it through its pytest11 entry point
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.mkpydir("tests")
+    (pytester.path / "tests" / "adapters.py").write_text(BUG.read_text())
+    (pytester.path / "tests" / "test_model.py").write_text(COURSE_TESTS)
+    return pytester
+
+
+def test_failing_adapter_test_shows_the_diagnosis(repo):
+    result = repo.runpytest_subprocess("-p", "harness.pytest_plugin", "--mtxdiag", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert "mtxdiag diagnosis" in out
+    assert "mtxdiag: rope fails - rope-halves-not-pairs (confidence 0.95)" in out
+    assert "equals the reference with the edit" in out
+    # only the rope test is diagnosed: linear passed, the helper test is no component's
+    assert out.count("mtxdiag: ") == 1
+    assert "rope: fail, rope-halves-not-pairs" in out                 # the terminal summary
+
+
+def test_without_the_option_nothing_is_added(repo):
+    result = repo.runpytest_subprocess("-p", "harness.pytest_plugin", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    assert "mtxdiag" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("name, component", [
+    ("test_rope", "rope"), ("test_multihead_self_attention_with_rope", "mha_rope"),
+    ("test_multihead_self_attention", "mha"), ("test_4d_scaled_dot_product_attention", "sdpa"),
+    ("test_transformer_lm_truncated_input", "lm"), ("test_transformer_block", "block"),
+    ("test_silu_matches_pytorch", "silu"), ("test_swiglu", "swiglu"), ("test_get_lr_cosine_schedule", "lr_schedule"),
+    ("test_cross_entropy[case1]", "cross_entropy"), ("test_unrelated_helper", None), ("helper_rope", None)])
+def test_test_names_map_to_components(name, component):
+    assert component_of(name) == component
