@@ -48,6 +48,12 @@ def load_manifest(assignment: str) -> list[dict]:
     return out
 
 
+def load_other_manifest(path: Path) -> list[dict]:
+    """Entries of another manifest of the same scheme (e.g. tests/corpus/reversal/unseen/manifest.json)."""
+    doc = json.loads(Path(path).read_text())
+    return [dict(e, assignment=doc["assignment"], path=str(Path(path).parent / e["file"])) for e in doc["entries"]]
+
+
 def entries(assignments=ASSIGNMENTS, split: str = "all", only: str | None = None) -> list[dict]:
     found = [e for a in assignments for e in load_manifest(a)]
     if split != "all":
@@ -106,6 +112,7 @@ def score(selected: list[dict], records: list[dict], causes: set[str] | None = N
     groups = {"all": records}
     for sp in SPLITS:
         groups[sp] = [r for r in records if by_key[(r["assignment"], r["file"])]["split"] == sp]
+    groups = {k: v for k, v in groups.items() if v or k == "all"}
     out = {}
     for name, recs in groups.items():
         s = {"correct_runs": 0, "false_alarms": [], "bug_runs": 0, "flagged": 0, "not_flagged": [],
@@ -166,7 +173,7 @@ def done_when_failures(s: dict) -> list[str]:
 
 def table(scores: dict) -> str:
     rows = [f"{'split':<12} {'false alarms':>14} {'bugs flagged':>14} {'misattrib.':>12} {'line +-1':>16} {'no loc':>7}"]
-    for name in ("calibration", "holdout", "all"):
+    for name in [n for n in ("calibration", "holdout", "all") if n in scores]:
         s = scores[name]
         with_loc = s["single_line_runs"] - len(s["no_location"])
         acc = "-" if s["line_accuracy"] is None else f"{s['line_hits']}/{with_loc} {s['line_accuracy']:.0%}"
@@ -203,9 +210,12 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "corpus.json"))
+    ap.add_argument("--manifest", help="score another manifest instead (e.g. the blind set in "
+                                       "tests/corpus/reversal/unseen/manifest.json); its splits count in 'all'")
     a = ap.parse_args(argv)
     assignments = ASSIGNMENTS if a.assignment == "all" else (a.assignment,)
-    selected = entries(assignments, a.split, a.only)
+    selected = entries(assignments, a.split, a.only) if not a.manifest else \
+        [e for e in load_other_manifest(Path(a.manifest)) if not a.only or a.only in e["file"]]
     t = time.perf_counter()
     records = run(selected, quick=not a.full, seeds=a.seeds, jobs=a.jobs, timeout=a.timeout,
                   log=lambda m: print(m, file=sys.stderr, flush=True))
