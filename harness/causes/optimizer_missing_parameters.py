@@ -18,7 +18,7 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.failed("train-optimizer-params")
-    if not c:
-        return None
+    if not c or ev.mechanism("train-optimizer-params").get("kind") == "other-model":
+        return None          # none of them: train() trains another model; the catch-all says so
     return Finding(0.9, [say(c)], c.get("location"),
                    explains=("train-optimizer-params", "brief-training", "decode-accuracy"))

@@ -15,7 +15,7 @@ CAUSE = Cause(
 
 def diagnose(ev):
     c = ev.failed("pe-formula")
-    if not c or (c.get("data") or {}).get("kind") == "indexing":
+    if not c or (c.get("data") or {}).get("kind") in ("indexing", "overwritten"):
         return None          # the right rows at the wrong positions: not the formula (the catch-all says where)
     if ev.assignment == "block":
         return Finding(0.9, [say(c)], c.get("location"), explains=("pe-relative",))

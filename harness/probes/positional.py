@@ -63,11 +63,14 @@ def _layouts(ctx, cls, T, d):
             ctx.forward(model, src, tgt[:, :-1])
         for h in hooks:
             h.remove()
+        ctx.cache["pe_in_model"] = next((m for m in model.modules() if isinstance(m, cls)), None)
     except Exception:
         seen = []
     if seen and seen[0][0] == 3:
+        ctx.cache["pe_layout"] = (1, T, d)
         return ((1, T, d),)
     if seen and seen[0][1] == 3:
+        ctx.cache["pe_layout"] = (T, 1, d)
         return ((T, 1, d),)
     return ((1, T, d), (T, 1, d))
 
@@ -84,6 +87,10 @@ def table(ctx):
     swapped = torch.zeros(T, d)
     swapped[:, 0::2], swapped[:, 1::2] = want[:, 1::2], want[:, 0::2]
     kind = "ok" if err < 1e-5 else "sin-cos-swapped" if float((got - swapped).abs().max()) < 1e-5 else "frequencies"
+    in_model = _in_model_error(ctx, got.shape, T, d) if kind == "ok" else None
+    if in_model is not None and in_model > 1e-5:
+        # right when built alone, wrong inside the model: the model's own initialisation overwrote the table
+        err, kind = in_model, "overwritten"
     # Every row a row of the right table, at the wrong position: the formula is right, the indexing is not
     # (e.g. sliced by the batch size and broadcast over time).
     nearest = torch.cdist(got, formula(max(T, 512), d)).min(1)                 # (T,) distance, row index
@@ -95,7 +102,16 @@ def table(ctx):
     if kind == "indexing":
         rows = sorted(set(nearest.indices.tolist()))[:5]
         line = _forward_line(ctx, mod)
-    data = {"kind": kind} if kind != "indexing" else {"kind": kind, "mechanism": {
+    if kind == "overwritten":
+        line = _init_loop_line(ctx)
+    if kind == "overwritten":
+        data = {"kind": kind, "mechanism": {"kind": kind, "line": line, "text": "PositionalEncoding built on its own "
+                "gives the sin/cos table, the one inside MiniTransformer does not: the model's initialisation "
+                "(a loop over its parameters?) overwrites it"}}
+    elif kind != "indexing":
+        data = {"kind": kind}
+    else:
+        data = {"kind": kind, "mechanism": {
         "kind": "indexing", "line": line, "text": f"every position gets a row of the correct sin/cos table, but "
                                                   f"the wrong one (rows used: {rows}): the table is indexed by "
                                                   f"something other than the position"}}
@@ -114,6 +130,32 @@ def table(ctx):
     return checks
 
 
+
+
+def _in_model_error(ctx, shape, T, d) -> float | None:
+    """max |table - formula| of the PositionalEncoding instance inside a fresh MiniTransformer."""
+    mod = ctx.cache.get("pe_in_model")
+    if mod is None:
+        return None
+    try:
+        for layout in ((1, T, d), (T, 1, d)):
+            with torch.no_grad(), ctx.student("PositionalEncoding.forward"):
+                t = mod.eval()(torch.zeros(*layout, device=ctx.device)).reshape(T, d).cpu()
+            if ctx.cache.get("pe_layout", layout) == layout:
+                return float((t - formula(T, d)).abs().max())
+    except Exception:
+        return None
+    return None
+
+
+def _init_loop_line(ctx) -> int | None:
+    """In MiniTransformer.__init__, the line that re-initialises parameters (nn.init.*, .data = ...)."""
+    from . import locate
+    for fn in locate.functions(ctx, "MiniTransformer.__init__"):
+        hits = locate.lines_mentioning(fn, "nn.init.", "init.", ".normal_(", ".uniform_(", ".data")
+        if hits:
+            return hits[0]
+    return None
 
 
 def _forward_line(ctx, mod) -> int | None:

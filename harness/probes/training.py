@@ -48,6 +48,7 @@ def _trace(ctx, model, steps, batch_size):
             mech["step_line"] = _caller_line(ctx)
             stepped = {id(p) for g in opt.param_groups for p in g["params"]}
             mech["not_stepped"] = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in stepped]
+            mech["trainable"] = sum(1 for p in model.parameters() if p.requires_grad)
             mech["optimizer"] = type(opt).__name__
         _mechanics(ctx, model, opt, watched, fresh, mech)
         lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
@@ -357,12 +358,16 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else mech["grad_line"])
                          if kind else None))
     if "not_stepped" in mech:
-        miss = mech["not_stepped"]
+        miss, total = mech["not_stepped"], mech.get("trainable", 0)
         opt_line = _optimizer_line(ctx)[1] if miss else None
+        none = bool(miss) and len(miss) == total     # not a subset: the optimizer steps another model altogether
         out.append(check("train-optimizer-params", "pass" if not miss else "fail", len(miss),
                          "0: the optimizer holds every trainable parameter",
-                         "trainable parameters of the model that no optimizer param group holds" +
-                         (f": {', '.join(miss[:6])}" if miss else ""),
+                         ("the optimizer that steps holds none of the parameters of the model train() was given: "
+                          "train() trains another model (a copy?)" if none else
+                          "trainable parameters of the model that no optimizer param group holds" +
+                          (f": {', '.join(miss[:6])}" if miss else "")),
+                         data={"mechanism": {"kind": "other-model" if none else "subset", "text": ""}},
                          location=ctx.where(_optimizer_call_line(ctx) or opt_line) if miss else None))
     if steps:
         frac = mech["eval_steps"] / steps
