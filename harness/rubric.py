@@ -139,6 +139,8 @@ def score(result: dict, rubric: Rubric) -> dict:
                 "breakdown": [{"kind": "error", "id": str((err or {}).get("kind", "error")),
                                "points": _round(rubric.error_score - rubric.max_score),
                                "title": f"the check could not finish: {reason}"}]}
+    if result.get("assignment") == "lm":
+        return lm_score(result)
     total = 0.0
     seen = set()
     for d in result.get("diagnoses", []):
@@ -157,3 +159,27 @@ def score(result: dict, rubric: Rubric) -> dict:
                               "title": f"check {c['id']} {'failed' if c['status'] == 'fail' else 'raised an error'}"})
     value = min(rubric.max_score, max(0.0, rubric.max_score - total))
     return {"score": _round(value), "max_score": rubric.max_score, "rubric": rubric.name, "breakdown": breakdown}
+
+
+def lm_components(result: dict) -> dict:
+    """{component: {status, cause}} from a validated `lm` result: what the per-component rubric reads."""
+    causes = {d.get("component"): d.get("id") for d in result.get("diagnoses", []) if d.get("component")}
+    out = {}
+    for c in result.get("checks", []):
+        cid = str(c.get("id", ""))
+        comp = cid[3:] if cid.startswith("lm-") else None
+        if comp is None or "-properties" in cid or cid.endswith("-causal") or cid in ("lm-imports", "lm-out-of-scope"):
+            continue
+        status = {"pass": "pass", "fail": "fail", "error": "fail"}.get(c.get("status"), "not-implemented")
+        out[comp] = {"status": status, "cause": causes.get(comp)}
+    return out
+
+
+def lm_score(result: dict) -> dict:
+    """Assignment `lm`: partial credit per component ([lm] in the rubric); one bug does not zero the grade."""
+    from .lmdiag import rubric as lm_rubric
+    s = lm_rubric.score(lm_components(result))
+    return {"score": _round(s["score"]), "max_score": s["max_score"], "rubric": "lm per component",
+            "breakdown": [{"kind": "component", "id": r["component"], "points": _round(r["points"] - r["max_points"]),
+                           "title": f"{r['component']}: {r['why']}" + (f" ({r['cause']})" if r.get("cause") else "")}
+                          for r in s["components"] if r["points"] < r["max_points"]]}

@@ -124,6 +124,13 @@ class ComponentRule:
             f = Finding(0.7 if weak else 0.85, [f"{comp} ({name}): {p['detail']}", say(p), say(c)], c.get("location"),
                         explains=explains)
             f.cause = _property_cause(p)
+        elif self.kind == "mismatch" and _lmdiag_cause(d):
+            # harness.lmdiag named it: a fingerprint on its own inputs or a property's mechanism, with its evidence
+            ld = d["lmdiag"]
+            f = Finding(min(float(ld.get("confidence") or 0.6), 0.95),
+                        [f"{comp} ({name}): " + "; ".join(ld.get("evidence") or [])[:800], say(c)],
+                        c.get("location"), explains=explains)
+            f.cause = _lmdiag_cause(d)
         elif self.kind == "mismatch":
             f = Finding(0.6, [f"{comp} ({name}) differs from the reference: " + c["detail"], say(c)],
                         c.get("location"), explains=explains)
@@ -247,6 +254,30 @@ PROPERTY_CAUSES = {
 }
 
 
+def _lmdiag_causes() -> dict:
+    """Causes only harness.lmdiag's properties name (no mutant makes them): one document each."""
+    from ..lmdiag import PROPERTY_CAUSES as TITLES
+    known = {c.id for c in PROPERTY_CAUSES.values()} | set(FINGERPRINT_CAUSES)
+    return {cid: Cause(cid, title[0].upper() + title[1:], title + ".",
+                       "Every part built on this component inherits the error.",
+                       "lm-<component> fails; the property named in the evidence does not hold.",
+                       "Compare the component with the handout's formula on the failing input shown.",
+                       assignments=LM)
+            for cid, title in TITLES.items() if cid not in known}
+
+
+LMDIAG_CAUSES = _lmdiag_causes()
+
+
+def _lmdiag_cause(d: dict) -> Cause | None:
+    ld = d.get("lmdiag") if isinstance(d.get("lmdiag"), dict) else {}
+    cid = ld.get("cause")
+    if not cid or cid == "interface-mismatch":
+        return INTERFACE if cid else None
+    return FINGERPRINT_CAUSES.get(cid) or LMDIAG_CAUSES.get(cid) or \
+        next((c for c in PROPERTY_CAUSES.values() if c.id == cid), None)
+
+
 def _property_cause(p: dict) -> Cause | None:
     d = p.get("data") or {}
     if d.get("property") == "shift-invariant" and (p.get("measured") or {}).get("violation") is None:
@@ -256,4 +287,5 @@ def _property_cause(p: dict) -> Cause | None:
     return PROPERTY_CAUSES.get((d.get("component"), d.get("property"))) or PROPERTY_CAUSES.get(("*", d.get("property")))
 RULES = (MissingModuleRule(), ComponentRule("interface"), ComponentRule("error"), ComponentRule("mismatch"),
          NotImplementedRule())
-CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values())
+CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values()) \
+    + tuple(LMDIAG_CAUSES.values())

@@ -25,11 +25,12 @@ R, B = ("reversal",), ("block",)
 # lm: the CS336 assignment-1 adapters, one probe per component in the assignment's build order
 LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tuple(
     Probe(f"lm-{c}", lm_components.probe(c), ("lm",), "quick") for c in lm_components.CASES) + (
-    Probe("lm-cross-entropy", lm_training.cross_entropy, ("lm",), "quick"),
-    Probe("lm-adamw", lm_training.adamw, ("lm",), "quick"),
-    Probe("lm-lr-schedule", lm_training.lr_schedule, ("lm",), "quick"),
-    Probe("lm-gradient-clipping", lm_training.gradient_clipping, ("lm",), "quick"),
-    Probe("lm-get-batch", lm_training.get_batch, ("lm",), "quick"),
+    Probe("lm-cross-entropy", lm_components.diagnosed("cross-entropy", lm_training.cross_entropy), ("lm",), "quick"),
+    Probe("lm-adamw", lm_components.diagnosed("adamw", lm_training.adamw), ("lm",), "quick"),
+    Probe("lm-lr-schedule", lm_components.diagnosed("lr-schedule", lm_training.lr_schedule), ("lm",), "quick"),
+    Probe("lm-gradient-clipping", lm_components.diagnosed("gradient-clipping", lm_training.gradient_clipping),
+          ("lm",), "quick"),
+    Probe("lm-get-batch", lm_components.diagnosed("get-batch", lm_training.get_batch), ("lm",), "quick"),
     # properties every correct implementation has: they say how a failing component is wrong
     Probe("lm-rope-properties", lm_properties.rope, ("lm",), "quick"),
     Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, ("lm",), "quick"),

@@ -204,9 +204,36 @@ def probe(comp: str):
     make, what = CASES[comp]
 
     def fn(ctx):
-        return run_cases(ctx, comp, make(ctx.seed), what, redraw=make, fingerprint=match_cases)
+        checks = run_cases(ctx, comp, make(ctx.seed), what, redraw=make, fingerprint=match_cases)
+        return [diagnose_further(ctx, comp, c) for c in checks]
     fn.__name__ = f"lm_{comp.replace('-', '_')}"
     return fn
+
+
+def diagnosed(comp: str, probe_fn):
+    """A probe whose failing check gets harness.lmdiag's diagnosis too (see diagnose_further)."""
+    def fn(ctx):
+        return [diagnose_further(ctx, comp, c) for c in probe_fn(ctx)]
+    fn.__name__ = probe_fn.__name__
+    return fn
+
+
+def diagnose_further(ctx, comp: str, c: dict) -> dict:
+    """A failing component no fingerprint explains: harness.lmdiag's interface, fingerprint and property
+    diagnosis (its own seeded inputs), as data the parent's rule reads."""
+    if c.get("status") != "fail" or c.get("id") != f"lm-{comp}" or (c.get("data") or {}).get("fingerprint"):
+        return c
+    from ..lmdiag.diagnose import diagnose_component
+    from .lm_common import ADAPTER
+    fn = getattr(ctx.module, ADAPTER.get(comp, ""), None)
+    if fn is None:
+        return c
+    with ctx.student(f"{ADAPTER[comp]} (diagnosis)", seconds=ctx.budget(20.0)):
+        r = diagnose_component(comp, fn)
+    if r.get("cause") and not r.get("internal_error"):
+        c["data"]["lmdiag"] = {"cause": r["cause"], "confidence": r.get("confidence", 0.0),
+                               "evidence": [str(e)[:400] for e in (r.get("evidence") or [])[:4]]}
+    return c
 
 
 def contract(ctx):
