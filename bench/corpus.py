@@ -124,6 +124,12 @@ def score(selected: list[dict], records: list[dict], causes: set[str] | None = N
             if e["kind"] == "correct":
                 s["correct_runs"] += 1
                 alarms = [d for d in r["diagnoses"] if (d["confidence"] or 0) >= FALSE_ALARM_CONF]
+                # a manifest's `disputed_causes`: the engine's catalogue and the file's author disagree (the
+                # entry says why, with numbers); such a diagnosis is listed on its own, not as a false alarm
+                disputed = [d for d in alarms if d["id"] in (e.get("disputed_causes") or [])]
+                if disputed:
+                    s.setdefault("disputed", []).append({"run": where, "said": said})
+                alarms = [d for d in alarms if d not in disputed]
                 if alarms or r["verdict"] == "error":
                     s["false_alarms"].append({"run": where, "verdict": r["verdict"], "said": said,
                                               "error": (r.get("error") or {}).get("reason")})
@@ -187,6 +193,8 @@ def failures_text(s: dict) -> str:
     lines = []
     for f in s["false_alarms"]:
         lines.append(f"FALSE ALARM  {f['run']}: {f['verdict']} {f['said']}" + (f" ({f['error']})" if f["error"] else ""))
+    for f in s.get("disputed", []):
+        lines.append(f"DISPUTED     {f['run']}: {f['said']} (see the entry's disputed_note)")
     for f in s["not_flagged"]:
         lines.append(f"NOT FLAGGED  {f['run']}: {f['verdict']} {f['said']}")
     for f in s["misattributions"]:
