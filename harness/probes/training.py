@@ -299,6 +299,15 @@ def _nan_origin(ctx, make_model) -> dict | None:
     return optrace.describe(ctx, optrace.first_nan(tr.ops), "NaN in training")
 
 
+def _other_model_line(ctx) -> int | None:
+    """The line in train() that makes the model it actually trains (a copy, or a new one)."""
+    for fn in locate.functions(ctx, "train"):
+        calls = locate.calls_named(fn, "deepcopy", "copy", "MiniTransformer")
+        if calls:
+            return calls[0].lineno
+    return None
+
+
 def _optimizer_call_line(ctx) -> int | None:
     """The line in train() that builds the optimizer (Adam(...), AdamW(...), SGD(...))."""
     for fn in locate.functions(ctx, "train"):
@@ -368,7 +377,8 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                           "trainable parameters of the model that no optimizer param group holds" +
                           (f": {', '.join(miss[:6])}" if miss else "")),
                          data={"mechanism": {"kind": "other-model" if none else "subset", "text": ""}},
-                         location=ctx.where(_optimizer_call_line(ctx) or opt_line) if miss else None))
+                         location=ctx.where((_other_model_line(ctx) if none else None) or _optimizer_call_line(ctx)
+                                            or opt_line) if miss else None))
     if steps:
         frac = mech["eval_steps"] / steps
         evals = [mech["eval_line"]] if mech.get("eval_line") else \
