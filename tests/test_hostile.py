@@ -419,7 +419,7 @@ def test_memory_in_forward(runs):
 @uses("orphans")
 def test_processes_that_outlive_the_check_are_killed(runs):
     r, s = runs.get("orphans")
-    assert r["verdict"] == "problems" and causes(r) == ["missing-name"]
+    assert r["verdict"] == "problems" and causes(r)[:1] == ["missing-name"] and set(causes(r)[1:]) <= {"forbidden-operation"}
     assert [p for n in "123" for p in alive_with(f"sleep {MARK}{n}")] == []
 
 
@@ -436,7 +436,7 @@ def test_processes_are_killed_with_a_timed_out_check(runs):
 @uses("print_flood")
 def test_printing_50_mb(runs):
     r, s = runs.get("print_flood")
-    assert r["verdict"] == "problems" and causes(r) == ["missing-name"]
+    assert r["verdict"] == "problems" and causes(r)[:1] == ["missing-name"] and set(causes(r)[1:]) <= {"forbidden-operation"}
     assert len(r["stdout"]) < 1_000_000 and len(r["stderr"]) < 1_000_000
     assert "more characters not kept" in r["stdout"] or "more bytes not kept" in r["stdout"]
 
@@ -454,7 +454,7 @@ def test_forged_result_on_stdout_changes_nothing(runs):
 @uses("forged_fds")
 def test_forged_lines_on_descriptors_3_to_20(runs):
     r, s = runs.get("forged_fds")
-    assert r["verdict"] == "problems" and causes(r) == ["missing-name"]
+    assert r["verdict"] == "problems" and causes(r)[:1] == ["missing-name"] and set(causes(r)[1:]) <= {"forbidden-operation"}
     assert score(r) == 0
 
 
@@ -723,7 +723,7 @@ def test_files_outside_the_submission_are_invisible(runs, world):
     bwrap_or_skip()
     r, s = runs.get("fs_escape")
     out = r["stdout"]
-    assert r["verdict"] == "problems" and causes(r) == ["missing-name"]
+    assert r["verdict"] == "problems" and causes(r)[:1] == ["missing-name"] and set(causes(r)[1:]) <= {"forbidden-operation"}
     assert "READ-OK" not in out and "WRITE-OK" not in out and "DELETE-OK" not in out, out
     assert out.count("READ-REFUSED") == 7 and out.count("WRITE-REFUSED") == 3 and out.count("DELETE-REFUSED") == 2
     assert f"LIST-OK {world['other']}" not in out and f"LIST-OK {world['out']}" not in out, out

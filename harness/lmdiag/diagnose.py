@@ -20,7 +20,7 @@ import random
 import numpy as np
 import torch
 
-from . import interface, properties
+from . import interface, properties, properties_train  # noqa: F401 - registers the training properties
 from .fingerprint import fingerprint, outputs, reference_fn
 from .inputs import ADAPTER, COMPONENTS, canonical, closure, relative_error, tolerance
 

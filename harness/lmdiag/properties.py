@@ -435,10 +435,14 @@ PROPERTIES = {"rope": rope_props, "rmsnorm": rmsnorm_props, "softmax": softmax_p
               "block": block_props, "lm": lm_props}
 
 
+# The training components' properties register here when properties_train is imported (diagnose.py does),
+# so this module never imports that one (which imports this one).
+EXTRA: dict = {}
+
+
 def check(component: str, fn) -> list[dict]:
     """Every property of the component that could be measured; a property whose call raised is left out."""
-    from .properties_train import TRAIN_PROPERTIES
-    table = {**PROPERTIES, **TRAIN_PROPERTIES}
+    table = {**PROPERTIES, **EXTRA}
     if component not in table:
         return []
     try:

@@ -8,7 +8,7 @@ import math
 import torch
 
 from .inputs import batch_summary
-from .properties import Skip, prop, run
+from .properties import EXTRA, Skip, prop, run
 
 
 def _g(seed):
@@ -204,3 +204,6 @@ def get_batch_props(fn):
 
 TRAIN_PROPERTIES = {"cross_entropy": cross_entropy_props, "gradient_clipping": clipping_props, "adamw": adamw_props,
                     "lr_schedule": schedule_props, "get_batch": get_batch_props}
+
+
+EXTRA.update(TRAIN_PROPERTIES)      # registered with properties.check
