@@ -71,8 +71,8 @@ def mutant_cases(tmp: Path, assignment: str | None = None) -> list[Case]:
 
 def lm_cases(tmp: Path) -> list[Case]:
     """lm: the reference and the corpus's correct styles (repositories and files), every lm mutant as a repo."""
-    from mutants import LM_MUTANTS, source
-    from mutants.lm_export import reference_repo_files, reference_single_file, repo_files
+    from mutants import LM_MUTANTS
+    from mutants.lm_export import mutant_repo_files, reference_repo_files, reference_single_file
 
     def write_repo(name, files):
         root = tmp / name
@@ -88,7 +88,7 @@ def lm_cases(tmp: Path) -> list[Case]:
         if p.suffix == ".py" or (p.is_dir() and (p / "tests" / "adapters.py").is_file()):
             out.append(Case(f"corpus/lm/{p.name}", p, None, "lm"))
     for m in LM_MUTANTS:
-        out.append(Case(m.id, write_repo(m.id, repo_files(source(m))), m.cause, "lm",
+        out.append(Case(m.id, write_repo(m.id, mutant_repo_files(m)), m.cause, "lm",
                         component=m.component.replace("_", "-")))
     return out
 

@@ -97,24 +97,35 @@ def test_selftest_every_mutant_top1_and_correct_code_clean(tmp_path):
 COMBOS = [
     ("reversal-pad-not-ignored", "reversal-no-warmup-b"),
     ("reversal-inf-mask-nan", "reversal-encoder-in-decode-loop"),
-    ("reversal-missing-embedding-scale", "reversal-positional-encoding-trainable"),
+    # Not trainable-PE: as a Parameter the table is overwritten by the reference's init loop to std ~0.03,
+    # and against that table unscaled embeddings are not too small - the two bugs are not independent.
+    ("reversal-missing-embedding-scale", "reversal-cross-attention-swapped"),
     ("reversal-missing-sqrt-dk", "reversal-data-not-reversed"),
 ]
 
 
 @pytest.mark.slow
 def test_two_independent_bugs_are_both_named(tmp_path):
-    """A file with two bugs gets two diagnoses, each its own cause, both with confidence >= 0.5."""
-    from harness.api import check_file
+    """A file with two bugs names both causes, each as confidently as when its bug is alone.
+
+    Each cause's own rule sets its confidence (inf-mask-nan, whose NaN needs a fully padded source that
+    ordinary batches never have, is reported below 0.5 even alone); a second, independent bug must not
+    lower it nor hide it."""
     from harness.selftest import Case
     cases = []
     for a, b in COMBOS:
         ma, mb = get(a), get(b)
-        text = apply_edits(reference_source(ma.reference), ma.edits + mb.edits)
-        p = tmp_path / f"{a}+{b}.py"
-        p.write_text(text)
-        cases.append(Case(p.name, p, ma.cause))
+        for name, edits, expected in ((f"{a}+{b}", ma.edits + mb.edits, ma.cause),
+                                      (a, ma.edits, ma.cause), (b, mb.edits, mb.cause)):
+            p = tmp_path / f"{name}.py"
+            p.write_text(apply_edits(reference_source(ma.reference), edits))
+            cases.append(Case(p.name, p, expected))
     rows = run_cases(cases, quick=True, jobs=2)
-    for (a, b), row in zip(COMBOS, rows):
-        named = {row["top"]} | {i for i, c in row["others"] if c >= 0.5}
-        assert {get(a).cause, get(b).cause} <= named, (a, b, row)
+    conf = [{row["top"]: row["top_confidence"], **dict(row["others"])} for row in rows]
+    for i, (a, b) in enumerate(COMBOS):
+        both, alone_a, alone_b = conf[3 * i: 3 * i + 3]
+        for cause, alone in ((get(a).cause, alone_a), (get(b).cause, alone_b)):
+            assert cause in alone and cause in both, (a, b, cause, both, alone)
+            assert both[cause] >= alone[cause] - 0.05, (a, b, cause, both[cause], alone[cause])
+        assert sum(c >= 0.5 for c in (both[get(a).cause], both[get(b).cause])) >= \
+            sum(c >= 0.5 for c in (alone_a[get(a).cause], alone_b[get(b).cause])), (a, b, both)

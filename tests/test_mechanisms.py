@@ -161,3 +161,16 @@ def test_integrity_findings_stay_when_the_file_does_not_load():
                                  location={"file": "f.py", "line": 3})]}
     r = engine.build_result(ChildOutcome(payload, "ok"), "f.py", "reversal")
     assert [d["id"] for d in r["diagnoses"]] == ["definition-error", "forbidden-operation"]
+
+
+def test_a_table_overwritten_because_it_is_a_parameter_is_one_cause():
+    """The init loop reaches the PE only because it is a Parameter: one cause, and the formula check is its
+    evidence. A table overwritten while a buffer has no such mechanism and stays apart."""
+    over = _check("pe-formula", "fail", 1.04, {"kind": "overwritten", "mechanism": {"kind": "overwritten"}},
+                  location={"file": "f.py", "line": 155})
+    param = _check("pe-buffer", "fail", ["pe"], location={"file": "f.py", "line": 45})
+    d = engine.diagnose({"assignment": "reversal", "checks": [param, over], "submission": "f.py"})
+    assert [x["id"] for x in d] == ["positional-encoding-trainable"]
+    assert any("line 155" in e for e in d[0]["evidence"])
+    assert "positional-encoding-trainable" not in [i for i, _ in _ids([over])]
+    assert len(_ids([param, _check("pe-formula", "fail", 0.5, {"kind": "frequencies"})])) == 2

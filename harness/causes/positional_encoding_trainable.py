@@ -21,4 +21,13 @@ def diagnose(ev):
     pc = ev.get("param-count")
     if pc and pc["status"] != "pass":
         lines.append(say(pc))
-    return Finding(0.9, lines, c.get("location"))
+    explains = ()
+    f = ev.failed("pe-formula")
+    if f and (f.get("data") or {}).get("kind") == "overwritten":
+        # Built alone the table is right; inside the model it is not. Being a Parameter is what lets an
+        # initialisation loop over model.parameters() reach it, so this cause accounts for that failure too.
+        at = (f.get("location") or {}).get("line")
+        lines.append(say(f) + " - as a Parameter it is reached by the model's initialisation"
+                     + (f" at line {at}" if at else "") + ", which overwrites the sin/cos values")
+        explains = ("pe-formula",)
+    return Finding(0.9, lines, c.get("location"), explains=explains)

@@ -231,7 +231,7 @@ def cases(component: str, draw: int):
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-def _raised_by_torch(exc) -> bool:
+def raised_by_torch(exc) -> bool:
     """A NotImplementedError from torch itself (a kernel missing for a dtype), not a student's stub."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
@@ -247,7 +247,7 @@ def run_case(call, fn):
         with grad:
             out = call(fn)
     except NotImplementedError as e:
-        if not _raised_by_torch(e):                          # the student's own `raise NotImplementedError`
+        if not raised_by_torch(e):                          # the student's own `raise NotImplementedError`
             return "not-implemented"
         return f"raised NotImplementedError: {str(e)[:300]}"  # e.g. a kernel missing for an integer dtype
     except Exception as e:                                   # noqa: BLE001 - the student's exception is data

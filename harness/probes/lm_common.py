@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .. import lm_loader, trusted
+from ..lmdiag.inputs import raised_by_torch
 from .base import ProbeTimeout, StudentError, check, rnd
 
 # (component, adapter, components it is normally built from) in the assignment's build order.
@@ -71,7 +72,7 @@ def classify(exc: BaseException) -> str:
     """not-implemented | missing-module | interface | timeout | error, from the exception alone."""
     if isinstance(exc, ProbeTimeout):
         return "timeout"
-    if isinstance(exc, NotImplementedError):
+    if isinstance(exc, NotImplementedError) and not raised_by_torch(exc):   # the student's own stub
         return "not-implemented"
     if isinstance(exc, ModuleNotFoundError):
         return "missing-module"

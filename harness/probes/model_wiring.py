@@ -258,6 +258,10 @@ def embedding_scale(ctx):
     try:
         with torch.no_grad():
             ctx.forward(model, src, tgt[:, :-1])
+    except StudentError:
+        if "pe_in" not in seen:
+            raise
+        # a later layer raised; what this check measures had already passed through the positional encoding
     finally:
         h.remove()
     if "pe_in" not in seen or seen["pe_in"].shape != seen["pe_out"].shape:
