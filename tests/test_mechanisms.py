@@ -136,6 +136,28 @@ def test_causal_mechanism_kinds():
     assert m["kind"] == "after-softmax" and m["line"] == 11
     inv = _softmax_op(s.masked_fill(~torch.ones(t, t, dtype=torch.bool).triu(), -1e9), 0)
     assert mechanism.causal_mechanism([inv, _apply_op(inv.outs[0], 1)], t)["kind"] == "inverted"
+    # True = blocked, torch.triu without diagonal=1: each position loses itself, row 0 loses everything
+    diag = _softmax_op(s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(), -1e9), 0)
+    assert mechanism.causal_mechanism([diag, _apply_op(diag.outs[0], 1)], t)["kind"] == "diagonal-masked"
+    # a padding mask that allows only PAD, ANDed with the triangle: unpadded rows allow no key at all
+    none = _softmax_op(s.masked_fill(torch.ones(t, t, dtype=torch.bool), -1e9), 0)
+    assert mechanism.causal_mechanism([none, _apply_op(none.outs[0], 1)], t)["kind"] == "no-key-allowed"
+    nxt = _softmax_op(s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(1), -1e9), 0)
+    assert mechanism.causal_mechanism([nxt, _apply_op(nxt.outs[0], 1)], t)["kind"] == "off-by-one"
+
+
+def test_a_mask_that_allows_no_key_is_the_padding_mask_not_a_missing_triangle():
+    leak = _check("causal-leak", "fail", 0.29, {"mechanism": {"kind": "no-key-allowed", "text": "rows uniform"}})
+    pad = _check("padding-invariance", "fail", 2.3, {"mechanism": {"kind": "inverted", "text": "PAD gets 100%",
+                                                                  "t_q": 10, "t_k": 10}})
+    assert _ids([leak, pad]) == [("padding-mask-inverted", 0.85)]
+    assert [i for i, _ in _ids([leak])] == ["unexplained-failure"]   # no mechanism names a cause alone
+    diag = _check("causal-leak", "fail", 0.42, {"mechanism": {"kind": "diagonal-masked", "text": "x"}})
+    assert _ids([diag]) == [("causal-diagonal-masked", 0.85)]
+    grads = _check("gradient-flow", "fail", {"params_without_grad": 4}, {"dead": ["w_q"], "detach_lines": []})
+    assert _ids([grads]) == [("no-gradient-flow", 0.45)]          # the symptom, no cut seen: below 0.5
+    grads["data"]["detach_lines"] = [176]
+    assert _ids([grads]) == [("no-gradient-flow", 0.9)]
 
 
 def test_first_divergence_finds_the_first_op_that_breaks_the_property():

@@ -110,8 +110,13 @@ def padding_finding(ev, kind: str) -> Finding | None:
         return None
     if mech.get("t_q") == mech.get("t_k") == 11 and ev.failed("causal-leak"):
         return None     # PAD weight in the decoder self-attention: rows the broken causal mask leaves empty
-    return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"),
-                   explains=("padding-invariance", "overfit"))
+    lines, explains = [say(c), "mechanism: " + mech["text"]], ("padding-invariance", "overfit")
+    leak = ev.failed("causal-leak")
+    if kind == "inverted" and leak and ev.mechanism("causal-leak").get("kind") == "no-key-allowed":
+        # combined with the causal triangle by AND, a mask that allows only PAD leaves unpadded rows no key
+        lines += [say(leak), "mechanism: " + ev.mechanism("causal-leak")["text"]]
+        explains += ("causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency")
+    return Finding(0.85, lines, c.get("location"), explains=explains)
 
 
 SHAPE_ERRORS = ("must match the size", "size of tensor", "expected size", "shapes cannot be multiplied",

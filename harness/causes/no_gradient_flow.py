@@ -17,6 +17,12 @@ def diagnose(ev):
     if not c or ev.failed("source-sensitivity"):
         return None  # an encoder whose output is never used gets no gradient: source-ignored explains it
     # a detach / no_grad / .data on the path is the mechanism; without one seen, the cut is elsewhere
-    seen = bool((c.get("data") or {}).get("detach_lines"))
-    return Finding(0.9 if seen else 0.6, [say(c)], c.get("location"),
-                   explains=("overfit", "brief-training", "decode-accuracy"))
+    if (c.get("data") or {}).get("detach_lines"):
+        return Finding(0.9, [say(c)], c.get("location"), explains=("overfit", "brief-training", "decode-accuracy"))
+    # The symptom alone: parameters with a zero gradient but no cut seen. Other mechanisms give it too (scores
+    # that do not reach the output, e.g. attention rows fully masked, give W_q and W_k exactly zero gradient).
+    return Finding(0.45, [say(c), "no .detach(), torch.no_grad() or .data was seen on the path, so where the "
+                                  "gradient stops is not confirmed"], c.get("location"),
+                   title="Some parameters get no gradient (no detach or no_grad seen)",
+                   fix="Find why these parameters do not affect the loss: a detach, an unused output, or "
+                       "attention weights that do not depend on the scores.")

@@ -216,7 +216,7 @@ def leakage(ctx):
 
 def _leak_line(ctx, model, src, tgt_in, past_frac, mech, div):
     """The line to edit: the mask's triangle or return for a mask bug, else where the leak first shows."""
-    if mech.get("kind") in ("missing", "inverted", "off-by-one"):
+    if mech.get("kind") in ("missing", "inverted", "off-by-one", "diagonal-masked"):
         rec = _record_forward(ctx, model, src, tgt_in)
         tri = [c for c in rec.of("triu") + rec.of("tril") if c.line]
         fns = locate.functions(ctx, "target_mask")

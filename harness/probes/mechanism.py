@@ -97,6 +97,29 @@ def masses(w: torch.Tensor) -> dict:
             "row_sum_err": float((rows - 1).abs().max())}
 
 
+def _diagonal_masked(w: torch.Tensor) -> bool:
+    """Rows 1.. put all their weight on strictly earlier keys (none on themselves, none later), so the only
+    weight on later keys is row 0's, which had no key allowed: the mask blocks j >= i instead of j > i."""
+    t = w.size(-1)
+    if t < 3:
+        return False
+    w3 = w.double().reshape(-1, t, t)[:, 1:]                                 # (heads*batch, rows 1.., keys)
+    strict_past = torch.ones(t, t, dtype=torch.bool).tril(-1)[1:]            # (rows 1.., keys)
+    return bool(((w3 * strict_past).sum(-1) - 1).abs().max() < 1e-4)
+
+
+def _rows_with_no_key(w: torch.Tensor) -> float | None:
+    """Fraction of rows that are uniform over every key, when every row that gives later keys weight is one of
+    them (rows fully masked, spread evenly); None otherwise. One such row alone is the diagonal-masked case."""
+    t = w.size(-1)
+    w3 = w.double().reshape(-1, t, t)[:, :-1]                               # the last row has no later keys
+    uniform = ((w3 - 1.0 / t).abs() < 1e-5).all(-1)                         # (heads*batch, rows)
+    later = (w3 * torch.ones(t, t, dtype=torch.bool).triu(1)[:-1]).sum(-1) > 1e-6
+    if t < 3 or not bool(later.any()) or bool((later & ~uniform).any()) or float(uniform.double().mean()) < 0.5:
+        return None
+    return float(uniform.double().mean())
+
+
 def _masked_after(ops: list, sm: Op) -> Op | None:
     """A masking op that takes this softmax's output as its input (the mask applied after the softmax)."""
     y = sm.outs[0]
@@ -135,6 +158,19 @@ def causal_mechanism(ops: list, t: int) -> dict:
     base = {"line": op.line, "future_mass": round(fut, 4), "past_mass": round(m[worst]["past"], 4),
             "row_sum_err": round(max(x["row_sum_err"] for x in m), 4), "observed": op.name}
     if fut > 1e-3:
+        if _diagonal_masked(applied[worst][1]):
+            return {**base, "kind": "diagonal-masked",
+                    "text": f"the weights multiplied with V at line {op.line} give every position after the first "
+                            f"only earlier keys, never itself; the first position has no key left, and its fully "
+                            f"masked row spreads {fut * (t - 1):.0%} of its weight over later keys: the causal mask "
+                            f"blocks the diagonal too"}
+        empty = _rows_with_no_key(applied[worst][1])
+        if empty is not None:
+            return {**base, "kind": "no-key-allowed", "empty_rows": empty,
+                    "text": f"{empty:.0%} of the rows of the weights multiplied with V at line {op.line} are uniform "
+                            f"over every key, and only those give later keys weight: the mask used there allows "
+                            f"no key at all in those rows (a softmax of equally masked scores is uniform), so the "
+                            f"causal triangle is there but another mask combined with it blocks everything"}
         if m[worst]["far_future"] < 1e-6 and t > 2:
             return {**base, "kind": "off-by-one",
                     "text": f"the weights multiplied with V at line {op.line} give each position's next key "
