@@ -209,6 +209,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
     ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
+    ap.add_argument("--load-timeout", type=float, default=30.0, help="seconds loading (definitions only) may take")
     a = ap.parse_args(argv)
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
@@ -251,12 +252,12 @@ def main(argv=None):
     sys.stdout = sys.stderr = captured
     try:
         if lm_loader.wants(raw, a.assignment):
-            source, module = lm_loader.load(a.submission, a.display_name, raw)
+            source, module = lm_loader.load(a.submission, a.display_name, raw, a.load_timeout)
         else:
             source = loader.read_source(a.display_name or a.submission, raw)
             source.run_path = a.submission  # frames name the copy that runs; locations show the user's name
             guard.set_student(source.code_path, source.text)   # whose changes count: this file's
-            module = loader.load(source)
+            module = loader.load(source, timeout_s=a.load_timeout)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
         if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):

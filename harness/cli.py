@@ -35,7 +35,9 @@ def _default_report(sub: Path, ext: str) -> Path:
 @click.option("--quick", is_flag=True, help="Skip the training probes (a few seconds instead of ~20).")
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Wall-clock limit in seconds.")
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
-def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory):
+@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+              help="Seconds loading the submission (definitions only) may take before it ends as `timeout`.")
+def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout):
     """Load FILE (.py or .ipynb, or a CS336 repository folder with tests/adapters.py), probe it and print the
     likely bugs.
 
@@ -53,7 +55,8 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
     progress = terminal.Progress(sys.stderr)
     try:
         result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick,
-                            limits=Limits(timeout_s=timeout, memory_mb=memory), on_event=progress.phase)
+                            limits=Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout),
+                            on_event=progress.phase)
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")

@@ -78,6 +78,10 @@ class Grader:
         was, now = g.get("limits") or {}, self.opts.limits()
         if err.get("kind") == "timeout" and now["timeout_s"] > was.get("timeout_s", 0):
             return None          # it ran out of time under a lower limit: try again with more
+        load_timed_out = any(d.get("id") == "timeout" and "load limit" in " ".join(d.get("evidence") or [])
+                             for d in res.get("diagnoses") or [])
+        if load_timed_out and now["load_timeout_s"] > was.get("load_timeout_s", 30.0):
+            return None          # its loading ran out of time under a lower load limit
         if err.get("kind") == "memory" and now["memory_mb"] > was.get("memory_mb", 0):
             return None
         if not looks_valid(res):

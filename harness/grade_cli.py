@@ -37,6 +37,8 @@ def _rubric(path):
 @click.option("--timeout", type=float, default=180.0, show_default=True,
               help="Wall-clock limit of one submission's check, in seconds.")
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of one check in MB.")
+@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+              help="Seconds loading a submission (definitions only) may take before it ends as `timeout`.")
 @click.option("--max-output-mb", "output_mb", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="More stdout/stderr than this is an integrity finding (the output kept is bounded anyway).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
@@ -52,7 +54,7 @@ def _rubric(path):
               help="Visibility of the tests in each Gradescope results.json.")
 @click.option("--title", default=None, help="Title of the gradebook page.")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")
-def grade(src, out, jobs, rubric_path, timeout, memory, output_mb, scheduler, force, quick, assignment, seed, device,
+def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb, scheduler, force, quick, assignment, seed, device,
           visibility, title, no_progress):
     """Grade every submission in DIR into OUT: a .py/.ipynb file per student, or a folder per student
     holding exactly one such file. The student id is the file's stem or the folder's name.
@@ -71,7 +73,8 @@ def grade(src, out, jobs, rubric_path, timeout, memory, output_mb, scheduler, fo
     if timeout <= 0 or memory <= 0:
         raise BadInput("--timeout and --memory must be positive")
     opts = Options(assignment=assignment, seed=seed, device=device, quick=quick, timeout_s=timeout, memory_mb=memory,
-                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility, output_mb=output_mb)
+                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility, output_mb=output_mb,
+                   load_timeout_s=load_timeout)
 
     def on_term(signum, frame):  # a batch system's SIGTERM: stop like Ctrl-C, keeping what is finished
         raise KeyboardInterrupt

@@ -37,6 +37,7 @@ class Options:
     visibility: str = "visible"
     stdout_visibility: str = "hidden"
     output_mb: float = 1.0       # more output than this is an integrity finding (output-flood)
+    load_timeout_s: float = 30.0  # loading (definitions only) that runs longer ends as `timeout` during load
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""
@@ -48,7 +49,7 @@ class Options:
     def limits(self) -> dict:
         threads = 1 if (self.jobs > 1 or self.scheduler) else 0
         return {"timeout_s": float(self.timeout_s), "memory_mb": int(self.memory_mb), "threads": threads,
-                "output_mb": float(self.output_mb)}
+                "output_mb": float(self.output_mb), "load_timeout_s": float(self.load_timeout_s)}
 
 
 @dataclass

@@ -19,7 +19,8 @@ import os
 import sys
 import types
 
-from .loader import Source, SubmissionError, filter_module, read_source, student_line
+from .loader import (LOAD_TIMEOUT_S, LoadTimeout, Source, SubmissionError, filter_module, load_limit,
+                     read_source, student_line)
 
 # The contract, in the assignment's build order (the report's checklist follows it).
 ADAPTERS = ("run_linear", "run_embedding", "run_rmsnorm", "run_silu", "run_swiglu", "run_softmax",
@@ -197,7 +198,7 @@ class StudentLoader(importlib.abc.Loader):
         try:
             exec_definitions(tree, self.path, module.__dict__, self.display)
         except BaseException as e:
-            if isinstance(e, (KeyboardInterrupt,)):
+            if isinstance(e, (KeyboardInterrupt, LoadTimeout)):   # not an import failure to work around
                 raise
             line = student_line(e.__traceback__, self.path)
             raise StudentModuleError(f"{self.display} line {line}: {type(e).__name__}: {str(e)[:300]}") from None
@@ -269,8 +270,18 @@ def find_adapters(root: str) -> str | None:
     return None
 
 
-def load(path: str, display: str | None, raw: bytes | None) -> tuple[Source, types.ModuleType]:
-    """Load a repository (a folder) or one file; errors of the adapters' own definitions are SubmissionError."""
+def load(path: str, display: str | None, raw: bytes | None,
+         timeout_s: float = LOAD_TIMEOUT_S) -> tuple[Source, types.ModuleType]:
+    """Load a repository (a folder) or one file; errors of the adapters' own definitions (and a load that
+    runs past the load limit: the package's imports included) are SubmissionError."""
+    try:
+        with load_limit(timeout_s):
+            return _load(path, display, raw)
+    except LoadTimeout as e:                               # raised outside the adapters' own exec
+        raise SubmissionError("timeout", f"LoadTimeout: {e}", student_line(e.__traceback__, None)) from None
+
+
+def _load(path: str, display: str | None, raw: bytes | None) -> tuple[Source, types.ModuleType]:
     display = display or path
     if raw is not None:                                  # one file that defines the adapters
         source = read_source(display, raw)
@@ -309,6 +320,7 @@ def _run_adapters(source: Source, name: str, package: str | None) -> types.Modul
     except BaseException as e:
         line = student_line(e.__traceback__, source.code_path)
         kind = "exit-during-load" if isinstance(e, SystemExit) else "definition-error"
+        kind = "timeout" if isinstance(e, LoadTimeout) else kind
         raise SubmissionError(kind, f"{type(e).__name__}: {str(e)[:500]}", line)
     source.skipped.extend(STATE.skipped)
     return module

@@ -12,6 +12,7 @@ Notebooks (nbformat 4) are flattened into one source whose lines map back to
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import types
 from dataclasses import dataclass, field
@@ -224,24 +225,36 @@ class LoadTimeout(Exception):
     pass
 
 
-def load(source: Source, module_name: str = "submission", timeout_s: float = LOAD_TIMEOUT_S) -> types.ModuleType:
-    """Execute the kept definitions in a fresh module; errors become SubmissionError."""
+@contextlib.contextmanager
+def load_limit(timeout_s: float):
+    """Raise LoadTimeout in this (main) thread if the block runs longer than timeout_s (SIGALRM)."""
     import signal
-    import sys
-    import traceback
 
     def on_alarm(signum, frame):
-        raise LoadTimeout(f"loading the file did not finish within {timeout_s:.0f} s")
+        raise LoadTimeout(f"loading the submission did not finish within {timeout_s:.0f} s (the load limit; "
+                          f"loading runs definitions only)")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def load(source: Source, module_name: str = "submission", timeout_s: float = LOAD_TIMEOUT_S) -> types.ModuleType:
+    """Execute the kept definitions in a fresh module; errors become SubmissionError."""
+    import sys
+    import traceback
 
     tree = filter_module(source)
     code = compile(tree, source.code_path, "exec")
     module = types.ModuleType(module_name)
     module.__file__ = source.code_path
     sys.modules[module_name] = module  # lets pickle/deepcopy find the student's classes
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        exec(code, module.__dict__)
+        with load_limit(timeout_s):
+            exec(code, module.__dict__)
     except BaseException as e:  # SystemExit included: a submission may call sys.exit()
         line = student_line(e.__traceback__, source.code_path)
         kind = "missing-module" if isinstance(e, ModuleNotFoundError) else "definition-error"
@@ -251,9 +264,6 @@ def load(source: Source, module_name: str = "submission", timeout_s: float = LOA
             kind = "timeout"
         msg = "".join(traceback.format_exception_only(type(e), e)).strip()
         raise SubmissionError(kind, msg, line)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     return module
 
 

@@ -58,6 +58,7 @@ class Limits:
     threads: int = 0
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
     output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
+    load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
 
 
 class _Drain(threading.Thread):
@@ -236,7 +237,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         os.close(key_w)
         args = ["--submission", str(work / name), "--display-name", str(submission), "--assignment", assignment,
                 "--seed", str(seed), "--device", device, "--result-fd", str(w), "--threads", str(lim.threads),
-                "--auth-stdin", "--isolation", isolation]
+                "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
         if quick:
             args.append("--quick")
         cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args, work=work, isolate=isolation,

@@ -317,3 +317,29 @@ def test_a_class_body_that_loops_forever_stops_at_the_load_limit(tmp_path):
     assert took < 35, took
     assert result["diagnoses"][0]["id"] == "timeout" and result["diagnoses"][0]["location"]["line"] in (6, 7)
     assert res.exit_code == 1
+
+
+def test_the_load_limit_is_an_option_for_files_and_repositories(tmp_path):
+    """--load-timeout: a file whose class body never ends, and a repository whose package import never ends,
+    both end as `timeout` during load at the limit given (3 s here), naming the limit."""
+    f = tmp_path / "spin.py"
+    f.write_text("import torch.nn as nn\n\n\nclass MiniTransformer(nn.Module):\n    n = 0\n"
+                 "    while True:\n        n += 1\n")
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    (repo / "tests" / "__init__.py").write_text("")
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / "pkg" / "model.py").write_text("import torch\n\n\nclass SiLU(torch.nn.Module):\n    n = 0\n"
+                                           "    while True:\n        n += 1\n")
+    (repo / "tests" / "adapters.py").write_text("from pkg.model import SiLU\n\n\ndef run_silu(in_features):\n"
+                                                "    return SiLU()(in_features)\n")
+    for target in (f, repo):
+        res = CliRunner().invoke(main, ["check", str(target), "--load-timeout", "3", "--quick",
+                                        "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")])
+        result = json.loads((tmp_path / "r.json").read_text())
+        assert res.exit_code == 1, res.output
+        assert result["diagnoses"][0]["id"] == "timeout", (target, result["diagnoses"])
+        assert "within 3 s (the load limit" in result["diagnoses"][0]["evidence"][0], result["diagnoses"]
+    res = CliRunner().invoke(main, ["check", str(f), "--load-timeout", "0"])
+    assert res.exit_code == 2 and "load-timeout" in res.output
