@@ -89,11 +89,11 @@ def test_location_file_line_and_notebook_cell():
     assert "lesson.ipynb cell 8 line 38" in text and ":118" not in text
 
 
-def test_source_line_is_quoted(tmp_path):
-    src = tmp_path / "student.py"
-    src.write_text("x = 1\nscores = Q @ K.transpose(-2, -1)\n")
-    text = summary(result(n=1, location={"file": str(src), "line": 2}), color=False, width=120)
-    assert "scores = Q @ K.transpose(-2, -1)" in text
+def test_source_line_is_quoted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)          # a relative path: the room left for the code does not depend on tmp_path
+    (tmp_path / "student.py").write_text("x = 1\nscores = Q @ K.transpose(-2, -1)\n")
+    text = summary(result(n=1, location={"file": "student.py", "line": 2}), color=False, width=120)
+    assert "student.py:2  │ scores = Q @ K.transpose(-2, -1)" in text
 
 
 def test_source_line_from_a_notebook_cell():
