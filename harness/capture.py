@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 import types
 
-from .guard import Guard, _fn_parts, _is_grader_name
+from .guard import Guard
+from .identity import fn_parts, is_grader_name
 
 # Library modules whose callables the probes, the interceptor or the reference use.
 _LIBRARY_MODULES = (
@@ -63,7 +64,7 @@ def capture(extra_objects=()) -> Guard:
         for name, v in items:
             if callables_only and not (callable(v) or isinstance(v, (staticmethod, classmethod, property))):
                 continue
-            parts = _fn_parts(v) if isinstance(v, types.FunctionType) else None
+            parts = fn_parts(v) if isinstance(v, types.FunctionType) else None
             g.attrs.append((label, owner, name, v, parts, is_class))
 
     def watch_class(label, cls):
@@ -90,7 +91,7 @@ def capture(extra_objects=()) -> Guard:
                 watch_class(f"{name}.{k}", v)
     # The grader's own modules: every attribute, their classes, their containers.
     for name, mod in list(sys.modules.items()):
-        if not isinstance(mod, types.ModuleType) or not _is_grader_name(name):
+        if not isinstance(mod, types.ModuleType) or not is_grader_name(name):
             continue
         label = "harness.child" if name == "__main__" else name
         watch_namespace(label, mod, False, False)
@@ -101,7 +102,7 @@ def capture(extra_objects=()) -> Guard:
                 g.containers.append((f"{label}.{k}", v, type(v)(v) if not isinstance(v, dict) else dict(v)))
             elif type(v) is tuple:
                 for i, item in enumerate(v):
-                    if hasattr(item, "__dict__") and type(item).__module__ and _is_grader_name(type(item).__module__):
+                    if hasattr(item, "__dict__") and type(item).__module__ and is_grader_name(type(item).__module__):
                         g.objects.append((f"{label}.{k}[{i}]", item, dict(vars(item))))
     for label, obj in extra_objects:
         g.objects.append((label, obj, dict(vars(obj))))

@@ -20,93 +20,20 @@ import builtins
 import sys
 import types
 
+from .identity import MISSING, cell_full, code_of, fn_parts, is_grader_name, parts_equal, same_container
 from .scan import EditSites, edit_sites
 
-MISSING = object()
-GRADER_PREFIXES = ("harness", "reference_model", "mutants", "mtxdiag")
 # What a probe uses right after a call into student code: compared after every such call.
 _HOT = ("builtins", "math", "torch.nn.functional", "torch.Tensor", "torch.nn.Module", "harness", "reference_model")
-
-
 
 
 def _is_hot(label: str) -> bool:
     return label == "torch" or label.startswith(_HOT)
 
 
-# Library modules whose callables the probes, the interceptor or the reference use.
-
-
-def _is_grader_name(name: str) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in GRADER_PREFIXES) or name == "__main__"
-
-
-def _fn_parts(v):
-    """What of a Python function can be changed in place: code, defaults, keyword defaults, closure contents."""
-    cells = ()
-    if v.__closure__:
-        cells = []
-        for c in v.__closure__:
-            try:
-                cells.append(c.cell_contents)
-            except ValueError:
-                cells.append(MISSING)
-        cells = tuple(cells)
-    kw = v.__kwdefaults__
-    return (v.__code__, v.__defaults__, kw, tuple(kw.items()) if isinstance(kw, dict) else None, cells)
-
-
-def _parts_equal(a, b) -> bool:
-    """Identity comparison only: `==` could run student code (a default's __eq__)."""
-    if a[0] is not b[0] or a[1] is not b[1] or a[2] is not b[2] or len(a[4]) != len(b[4]):
-        return False
-    if (a[3] is None) != (b[3] is None) or a[3] is not None and (
-            len(a[3]) != len(b[3]) or any(x[0] != y[0] or x[1] is not y[1] for x, y in zip(a[3], b[3]))):
-        return False
-    return all(x is y for x, y in zip(a[4], b[4]))
-
-
-def _code_of(v):
-    """The Python code behind a value (a function, method, static/class method, partial), or None.
-
-    Only exact types are unwrapped: attribute access on the student's own objects could run their code."""
-    import functools
-    for _ in range(4):
-        if type(v) in (staticmethod, classmethod, types.MethodType):
-            v = v.__func__
-        elif type(v) is functools.partial:
-            v = v.func
-        else:
-            break
-    return v.__code__ if type(v) is types.FunctionType else None
-
-
 def _always_student(label: str) -> bool:
     """Torch never changes builtins or the grader: any change there is the submission's."""
-    return label.startswith("builtins") or _is_grader_name(label.split(".", 1)[0]) or label.startswith("harness")
-
-
-def _cell_full(c) -> bool:
-    try:
-        c.cell_contents
-        return True
-    except ValueError:
-        return False
-
-
-def _same_container(a, b) -> bool:
-    if type(a) is not type(b) or len(a) != len(b):
-        return False
-    try:
-        if isinstance(a, dict):
-            return all(k in b and b[k] is v for k, v in a.items())
-        if isinstance(a, (set, frozenset)):
-            return a == b
-        return all(x is y for x, y in zip(a, b))
-    except Exception:
-        return False
-
-
+    return label.startswith("builtins") or is_grader_name(label.split(".", 1)[0]) or label.startswith("harness")
 
 
 class Guard:
@@ -143,7 +70,7 @@ class Guard:
 
     def _origin(self, value) -> tuple[str, int | None]:
         """Where a value's code was written: 'student' (with its line), 'torch', 'other' or 'data'."""
-        code = _code_of(value)
+        code = code_of(value)
         if code is None:
             return ("data" if value is None or type(value) in (bool, int, float, str) else "other"), None
         fn = code.co_filename
@@ -203,7 +130,7 @@ class Guard:
     def _func_state(fs):
         return (tuple(id(f.__code__) for f in fs), tuple(id(f.__defaults__) for f in fs),
                 tuple(id(f.__kwdefaults__) for f in fs),
-                tuple(id(c.cell_contents) if _cell_full(c) else 0 for f in fs for c in (f.__closure__ or ())))
+                tuple(id(c.cell_contents) if cell_full(c) else 0 for f in fs for c in (f.__closure__ or ())))
 
     @staticmethod
     def _container_ids(obj):
@@ -278,7 +205,7 @@ class Guard:
                         keys = keys | {name}
                         self.added_watch[j] = (label, cls, keys)
                         # watched from now on: the student replacing torch's wrapper later is theirs
-                        self.attrs.append((label, cls, name, new, _fn_parts(new) if isinstance(
+                        self.attrs.append((label, cls, name, new, fn_parts(new) if isinstance(
                             new, types.FunctionType) else None, True))
                         self.accepted.append(f"{label}.{name}")
                         refreeze = True
@@ -292,7 +219,7 @@ class Guard:
                 self.freeze()
         if "containers" in dirty:
             for label, obj, saved in self.containers:
-                if not _same_container(saved, obj):
+                if not same_container(saved, obj):
                     self._found(f"{label} modified", where, self._line_of(label.rsplit(".", 1)[-1], None))
                     try:
                         if isinstance(obj, (dict, set)):
@@ -304,7 +231,7 @@ class Guard:
         if "objects" in dirty:
             for label, obj, saved in self.objects:
                 cur = getattr(obj, "__dict__", {})
-                if not _same_container(saved, cur):
+                if not same_container(saved, cur):
                     self._found(f"{label} modified", where, self._changed_line(saved, cur, label))
                     try:
                         for k in list(cur):
@@ -338,7 +265,7 @@ class Guard:
                 if not mine:
                     # torch changes some of its own functions lazily (Optimizer.step for profiling hooks,
                     # torch.manual_seed and nn.Module.__init__ when dynamo loads): part of using torch.
-                    self.attrs[i] = (label, owner, name, cur, _fn_parts(cur) if isinstance(
+                    self.attrs[i] = (label, owner, name, cur, fn_parts(cur) if isinstance(
                         cur, types.FunctionType) else None, is_class)
                     self.accepted.append(f"{label}.{name}")
                     refreeze = True
@@ -348,7 +275,7 @@ class Guard:
                     setattr(owner, name, value)
                 except Exception:
                     pass
-            elif parts is not None and not _parts_equal(_fn_parts(cur), parts):
+            elif parts is not None and not parts_equal(fn_parts(cur), parts):
                 line = next((self.sites.assigned[k] for k in ("__code__", "__defaults__", "__kwdefaults__",
                                                              "cell_contents") if k in self.sites.assigned), None)
                 self._found(f"{label}.{name} rewritten (code, defaults or closure)", where, line)
@@ -455,18 +382,18 @@ class Guard:
         for name, v in list(vars(module).items())[:5000]:
             if isinstance(v, types.ModuleType):
                 m = getattr(v, "__name__", "")
-                if isinstance(m, str) and _is_grader_name(m):
+                if isinstance(m, str) and is_grader_name(m):
                     found.append(f"{name} is the module {m}")
                 continue
             if not isinstance(v, (type, types.FunctionType)):
                 continue
             m = getattr(v, "__module__", None)
-            if isinstance(m, str) and _is_grader_name(m):
+            if isinstance(m, str) and is_grader_name(m):
                 found.append(f"{name} is {m}.{getattr(v, '__qualname__', name)}")
             elif isinstance(v, type):
                 for base in v.__mro__[1:]:
                     bm = getattr(base, "__module__", None)
-                    if isinstance(bm, str) and _is_grader_name(bm):
+                    if isinstance(bm, str) and is_grader_name(bm):
                         found.append(f"{name} derives from {bm}.{base.__qualname__}")
                         break
         for f in found:

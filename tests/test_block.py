@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from harness.loader import load, read_source
-from harness.probes import block as B
-from harness.probes import positional
+from harness.probes import block, block_attention, block_causal, block_lm, block_wiring, positional
 from harness.probes.base import Context
 from mutants import get, source
 
@@ -67,15 +66,15 @@ def line_of(ctx, needle):
 
 def test_rows_sum_reference_and_weights_artifact():
     ctx = ctx_for("reference")
-    c = one(B.rows_sum(ctx), "block-rows-sum")
-    assert c["status"] == "pass" and c["measured"] < B.ROWS_TOL
+    c = one(block_attention.rows_sum(ctx), "block-rows-sum")
+    assert c["status"] == "pass" and c["measured"] < block_attention.ROWS_TOL
     plain = ctx.artifacts["block_weights"]["plain"]
     assert len(plain) == 2 and len(plain[0]) == 8 and len(plain[0][0]) == 8      # [head][T][T]
 
 
 def test_rows_sum_catches_softmax_over_queries():
     ctx = ctx_for("block-softmax-wrong-dim")
-    c = one(B.rows_sum(ctx), "block-rows-sum")
+    c = one(block_attention.rows_sum(ctx), "block-rows-sum")
     assert c["status"] == "fail" and c["measured"] > 0.1
     assert c["location"]["line"] == line_of(ctx, "F.softmax(scores, dim=-2)")
     assert c["data"]["softmax_dims"] == [-2]
@@ -87,13 +86,13 @@ def test_rows_sum_catches_softmax_over_queries():
 
 @pytest.mark.parametrize("name", ["reference", "fixture:block_separate_qkv.py", "fixture:block_prenorm_sdpa.py"])
 def test_saturation_correct_code(name):
-    c = one(B.saturation(ctx_for(name)), "block-saturation")
+    c = one(block_attention.saturation(ctx_for(name)), "block-saturation")
     assert c["status"] == "pass" and c["measured"] < 0.13
 
 
 def test_saturation_catches_missing_sqrt_dk():
     ctx = ctx_for("block-missing-sqrt-dk")
-    c = one(B.saturation(ctx), "block-saturation")
+    c = one(block_attention.saturation(ctx), "block-saturation")
     assert c["status"] == "fail" and c["measured"] > 0.35
     assert c["location"]["line"] == line_of(ctx, "scores = q @ k.transpose(-2, -1)")
 
@@ -106,7 +105,7 @@ def test_saturation_catches_missing_sqrt_dk():
                                        ("fixture:block_prenorm_sdpa.py", "forward")])
 def test_causal_correct_code_both_forms(name, form):
     ctx = ctx_for(name)
-    c = one(B.causal(ctx), "block-causal")
+    c = one(block_causal.causal(ctx), "block-causal")
     assert c["status"] == "pass", c["detail"]
     assert c["data"]["kind"] == "ok" and c["data"]["form"] == form
     assert c["data"]["past_fraction"] == 1.0
@@ -123,8 +122,8 @@ FORWARD_FLAG_ONLY = REFERENCE.read_text().replace(
 def test_causal_forward_keyword_form():
     assert "causal=False):" not in FORWARD_FLAG_ONLY.split("class TransformerBlock")[1].split("def forward")[0]
     ctx = ctx_for("text:" + FORWARD_FLAG_ONLY)
-    assert B.causal_form(ctx) == "forward"
-    c = one(B.causal(ctx), "block-causal")
+    assert block.causal_form(ctx) == "forward"
+    c = one(block_causal.causal(ctx), "block-causal")
     assert c["status"] == "pass" and c["data"]["form"] == "forward"
 
 
@@ -135,7 +134,7 @@ def test_causal_forward_keyword_form():
 ])
 def test_causal_catches_mask_bugs(mutant, kind, needle):
     ctx = ctx_for(mutant)
-    c = one(B.causal(ctx), "block-causal")
+    c = one(block_causal.causal(ctx), "block-causal")
     assert c["status"] == "fail" and c["data"]["kind"] == kind, c["detail"]
     assert c["location"]["line"] == line_of(ctx, needle)
 
@@ -145,15 +144,15 @@ def test_causal_catches_mask_bugs(mutant, kind, needle):
 # ---------------------------------------------------------------------------
 
 def test_permutation_reference():
-    c = one(B.permutation(ctx_for("reference")), "block-permutation")
-    assert c["status"] == "pass" and c["measured"] < B.PERM_TOL
+    c = one(block_wiring.permutation(ctx_for("reference")), "block-permutation")
+    assert c["status"] == "pass" and c["measured"] < block_wiring.PERM_TOL
 
 
 @pytest.mark.parametrize("mutant,needle", [("block-heads-split-wrong", "out = out.reshape(seq_len, d_model)"),
                                            ("block-heads-split-wrong-b", "q = q.reshape(")])
 def test_permutation_catches_heads_split(mutant, needle):
     ctx = ctx_for(mutant)
-    c = one(B.permutation(ctx), "block-permutation")
+    c = one(block_wiring.permutation(ctx), "block-permutation")
     assert c["status"] == "fail" and c["measured"] > 0.1
     assert c["location"]["line"] == line_of(ctx, needle)
 
@@ -164,13 +163,13 @@ def test_permutation_catches_heads_split(mutant, needle):
 
 @pytest.mark.parametrize("name,kind", [("reference", "post-norm"), ("fixture:block_prenorm_sdpa.py", "pre-norm")])
 def test_residual_correct_code(name, kind):
-    c = one(B.residual(ctx_for(name)), "block-residual")
+    c = one(block_wiring.residual(ctx_for(name)), "block-residual")
     assert c["status"] == "pass" and c["data"]["kind"] == kind and c["measured"] > 1.0
 
 
 def test_residual_catches_missing_residual():
     ctx = ctx_for("block-missing-residual")
-    c = one(B.residual(ctx), "block-residual")
+    c = one(block_wiring.residual(ctx), "block-residual")
     assert c["status"] == "fail" and c["data"]["kind"] == "constant" and c["measured"] < 1e-6
     assert c["location"]["line"] == line_of(ctx, "x = self.norm1(self.attn(x, causal=causal))")
 
@@ -188,7 +187,7 @@ PER_COLUMN_FREQUENCY = REFERENCE.read_text().replace(
 def test_pe_reference():
     ctx = ctx_for("reference")
     assert one(positional.table(ctx), "pe-formula")["status"] == "pass"
-    c = one(B.pe_relative(ctx), "pe-relative")
+    c = one(positional.pe_relative(ctx), "pe-relative")
     assert c["status"] == "pass" and c["measured"] < 1e-4
 
 
@@ -197,12 +196,12 @@ def test_pe_formula_mutant_fails_the_formula_but_keeps_the_rotation():
     c = one(positional.table(ctx), "pe-formula")
     assert c["status"] == "fail" and c["data"]["kind"] == "frequencies"
     # its pairs still share one frequency each, so PE(pos + k) is still a rotation of PE(pos)
-    assert one(B.pe_relative(ctx), "pe-relative")["status"] == "pass"
+    assert one(positional.pe_relative(ctx), "pe-relative")["status"] == "pass"
 
 
 def test_pe_relative_catches_per_column_frequencies():
     assert PER_COLUMN_FREQUENCY != REFERENCE.read_text()
-    c = one(B.pe_relative(ctx_for("text:" + PER_COLUMN_FREQUENCY)), "pe-relative")
+    c = one(positional.pe_relative(ctx_for("text:" + PER_COLUMN_FREQUENCY)), "pe-relative")
     assert c["status"] == "fail" and c["measured"] > 0.01
 
 
@@ -211,14 +210,14 @@ def test_pe_relative_catches_per_column_frequencies():
 # ---------------------------------------------------------------------------
 
 def test_lm_reference_learns():
-    c = one(B.lm(ctx_for("reference")), "block-lm")
+    c = one(block_lm.lm(ctx_for("reference")), "block-lm")
     assert c["status"] == "pass", c["detail"]
     d = c["data"]
     assert d["accuracy"] >= 0.95 and d["loss_end"] < 0.1 * d["loss_start"] and d["batched"]
 
 
 def test_lm_fails_with_a_broken_causal_mask():
-    c = one(B.lm(ctx_for("block-causal-diagonal-masked")), "block-lm")   # NaN from the first step: stops at once
+    c = one(block_lm.lm(ctx_for("block-causal-diagonal-masked")), "block-lm")   # NaN from the first step: stops at once
     assert c["status"] == "fail" and c["measured"] < 0.3
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import (attention, block, contract, data, decoding, lm_components, lm_properties, lm_training, model_wiring,
-               padding, positional, properties, training)
+from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decoding,
+               lm_components, lm_properties, lm_training, model_wiring, padding, positional, properties, training)
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,11 @@ PROBES = (
     Probe("brief-training", decoding.brief_training, R, "train"),
     # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
     Probe("pe", positional.table, B, "static"),
-    Probe("pe-relative", block.pe_relative, B, "static"),
-    Probe("block-rows-sum", block.rows_sum, B, "quick"),
-    Probe("block-saturation", block.saturation, B, "quick"),
-    Probe("block-permutation", block.permutation, B, "quick"),
-    Probe("block-causal", block.causal, B, "quick"),
-    Probe("block-residual", block.residual, B, "quick"),
-    Probe("block-lm", block.lm, B, "train"),
+    Probe("pe-relative", positional.pe_relative, B, "static"),
+    Probe("block-rows-sum", block_attention.rows_sum, B, "quick"),
+    Probe("block-saturation", block_attention.saturation, B, "quick"),
+    Probe("block-permutation", block_wiring.permutation, B, "quick"),
+    Probe("block-causal", block_causal.causal, B, "quick"),
+    Probe("block-residual", block_wiring.residual, B, "quick"),
+    Probe("block-lm", block_lm.lm, B, "train"),
 ) + LM_PROBES

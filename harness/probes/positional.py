@@ -1,10 +1,12 @@
-"""Positional encoding: the table against the formula, a buffer not a Parameter, long inputs."""
+"""Positional encoding: the table against the formula, a buffer not a Parameter, long inputs, and (block)
+PE(pos + k) as a fixed rotation of PE(pos)."""
 from __future__ import annotations
 
 import torch
 
 from ..intercept import Recorder
 from .base import Skip, StudentError, check, rnd
+from .block import output_tensor
 from .common import batch, default, eval_model, kwargs_for
 
 
@@ -203,3 +205,38 @@ def long_inputs(ctx):
                   f"fails at source length {L} (target input {L + 1}): {e}",
                   data={"first_failure": L, "pe_len": pe_len, "error": str(e)[:300], "error_line": e.line},
                   location=ctx.where(pe_line or e.line))]
+
+
+# ---------------------------------------------------------------------------
+# pe-relative: PE(pos + k) is a fixed rotation of PE(pos), pair by pair
+# ---------------------------------------------------------------------------
+
+REL_TOL = 1e-3   # correct tables (float32): <= 1.5e-5 at 50 positions, d=64; per-column frequencies: ~1
+
+
+def pe_relative(ctx):
+    """For every (sin, cos) column pair and offset k, one rotation maps PE(pos) to PE(pos + k) for all pos."""
+    fn = ctx.need("positional_encoding")
+    T, d = 50, 64
+    with torch.no_grad(), ctx.student(f"positional_encoding({T}, {d})"):
+        pe = fn(T, d)
+    pe = output_tensor(pe, "positional_encoding").detach().reshape(T, d).double().cpu()
+    if not bool(torch.isfinite(pe).all()):
+        return [check("pe-relative", "fail", None, "a finite table", "the table has non-finite entries")]
+    per_k = {}
+    for k in (1, 3, 10):
+        a = pe[:-k].reshape(T - k, d // 2, 2)
+        b = pe[k:].reshape(T - k, d // 2, 2)
+        # the rotation that best maps a onto b, per pair (2-D Procrustes): angle = atan2(sum a x b, sum a . b)
+        dot = (a * b).sum(-1).sum(0)
+        cross = (a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]).sum(0)
+        ang = torch.atan2(cross, dot)
+        c, s = torch.cos(ang), torch.sin(ang)
+        fit = torch.stack([c * a[..., 0] - s * a[..., 1], s * a[..., 0] + c * a[..., 1]], -1)
+        per_k[k] = float((fit - b).abs().max())
+    err = max(per_k.values())
+    ok = err < REL_TOL
+    return [check("pe-relative", "pass" if ok else "fail", rnd(err, 6), f"max error < {REL_TOL:g}",
+                  f"table {T}x{d}: for each (sin, cos) column pair and k in 1, 3, 10, the best single rotation "
+                  "R(k) with PE(pos + k) = R(k) PE(pos) for every pos; largest residual",
+                  data={"per_k": {str(k): rnd(v, 6) for k, v in per_k.items()}})]

@@ -1,0 +1,175 @@
+"""Block probe of the exercise: with the causal flag on, no position sees a later one (block-causal)."""
+from __future__ import annotations
+
+import ast
+
+import torch
+
+from ..intercept import attention_weights
+from .base import check, rnd
+from .block import (calls_to, causal_form, forward_statements, heads, inputs, make_block, record, run_block,
+                    weight_lists)
+
+
+# ---------------------------------------------------------------------------
+# the student's line for a causal failure
+# ---------------------------------------------------------------------------
+
+def _call_line(ctx, line, names=("triu", "tril")) -> int | None:
+    """The line of the `diagonal=` argument of a triu/tril call that starts or spans `line`."""
+    try:
+        tree = ast.parse(ctx.source.text)
+    except SyntaxError:
+        return line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if fn in names:
+                for kw in node.keywords:
+                    if kw.arg == "diagonal":
+                        return kw.value.lineno
+                if len(node.args) > 1:
+                    return node.args[1].lineno
+    return line
+
+
+def _attn_names(block) -> set:
+    """Names of the block's sub-modules that do attention (their class or name says so)."""
+    names = set()
+    for name, mod in block.named_children():
+        label = (name + type(mod).__name__).lower()
+        if "attn" in label or "attention" in label:
+            names.add(name)
+    return names or {"attn"}
+
+
+def _attn_call_line(ctx, block) -> int | None:
+    """The line of TransformerBlock.forward that calls the attention sub-module."""
+    names = _attn_names(block)
+    lines = sorted(s.lineno for s in forward_statements(ctx) if calls_to(s, names))
+    return lines[0] if lines else None
+
+
+# ---------------------------------------------------------------------------
+# block-causal: the exercise
+# ---------------------------------------------------------------------------
+
+ZERO = 1e-6        # correct code: exactly 0.0 above the diagonal and for earlier outputs (masked weights are 0)
+PAST_FRAC = 0.5    # correct code: 1.0 of (later output, earlier token) pairs connected; inverted mask: 0.0
+
+
+def _applied_mechanism(ctx, block, fw, d) -> str | None:
+    """The mechanism read from the weights that multiply V (7 tokens: no other axis has that length)."""
+    from . import mechanism, trace
+    x = inputs(ctx, 7, d, offset=4)
+    kind = mechanism.causal_mechanism(trace.record(ctx, lambda: run_block(ctx, block, x, fw)), 7).get("kind")
+    return kind if kind in ("after-softmax", "renormalised") else None
+
+
+def _leak_divergence(ctx, block, fw, d) -> dict | None:
+    """The first op whose output for earlier tokens changes when token 5 of 7 changes."""
+    from . import trace
+    x = inputs(ctx, 7, d, offset=5)
+    x2 = x.clone()
+    x2[5] += inputs(ctx, d, offset=6)
+    a = trace.record(ctx, lambda: run_block(ctx, block, x, fw))
+    b = trace.record(ctx, lambda: run_block(ctx, block, x2, fw))
+    return trace.describe(ctx, trace.first_divergence(a, b, trace.prefix_unchanged(7, 5)),
+                          "outputs before token 5 depend on token 5")
+
+
+def causal(ctx):
+    """With the causal flag on: zero upper triangle, earlier outputs blind to later tokens, every row finite."""
+    form = causal_form(ctx)
+    if form is None:
+        return [check("block-causal", "skip", None, "a causal flag",
+                      "TransformerBlock takes no `causal` argument (neither in __init__ nor in forward): "
+                      "the exercise is not done, so the causal checks are skipped")]
+    T, d = 8, 16
+    block = make_block(ctx, d, 2, 32, causal=form == "init")
+    fw = form == "forward"
+    how = "TransformerBlock(16, 2, 32, causal=True)" if not fw else "block(x, causal=True)"
+    x = inputs(ctx, T, d, offset=3)
+    base, rec = record(ctx, lambda: run_block(ctx, block, x, fw))
+    weights = attention_weights(rec)
+    # dependency of each output on each input token: dep[i, j] = change of output i when token j changes
+    dep = torch.zeros(T, T)
+    with torch.no_grad():
+        for j in range(T):
+            x2 = x.clone()
+            x2[j] += inputs(ctx, d, offset=100 + j)
+            out = run_block(ctx, block, x2, fw)
+            dep[:, j] = torch.nan_to_num((out - base).abs(), nan=0.0).max(-1).values.cpu()
+    future = float(dep.triu(1).max())
+    n_past = T * (T - 1) // 2
+    past_frac = float((dep.tril(-1) > ZERO).sum()) / n_past
+    out_rows_bad = [i for i in range(T) if not bool(torch.isfinite(base[i]).all())]
+
+    m = {"future_change": rnd(future, 6), "nonfinite_output_rows": out_rows_bad}
+    if weights:
+        w = heads(weights[0]).float().cpu()
+        ctx.artifacts.setdefault("block_weights", {})["causal"] = weight_lists(w)
+        finite = torch.isfinite(w)
+        rows_bad = [i for i in range(T) if not bool(finite[:, i].all())] if w.size(-1) == T else []
+        upper = float(torch.nan_to_num(w, nan=0.0).triu(1).abs().max())
+        past = float(torch.nan_to_num(w, nan=0.0).tril(-1).abs().max())
+        diag = torch.nan_to_num(w, nan=0.0).diagonal(dim1=-2, dim2=-1)[:, 1:]
+        diag_zero = bool((diag == 0).all())
+        m.update(upper_max=rnd(upper, 6), nonfinite_weight_rows=rows_bad)
+        if 0 in rows_bad or (diag_zero and w.size(-1) > 1):
+            kind = "diagonal"
+        elif upper > ZERO:
+            kind = "missing" if past > ZERO else "inverted"
+            if kind == "missing":      # the softmax is unmasked: is a mask applied to what multiplies V instead?
+                kind = _applied_mechanism(ctx, block, fw, d) or kind
+        elif rows_bad or out_rows_bad:
+            kind = "nonfinite"
+        elif future > ZERO:
+            kind = "leak"
+        else:
+            kind = "ok"
+    else:
+        m.update(upper_max=None)
+        if 0 in out_rows_bad:
+            kind = "diagonal"
+        elif out_rows_bad:
+            kind = "nonfinite"
+        elif future > ZERO:
+            kind = "missing" if past_frac >= PAST_FRAC else "inverted"
+        else:
+            kind = "ok"
+    details = {
+        "ok": "upper triangle exactly 0, earlier outputs unchanged by later tokens, every row finite",
+        "missing": "the causal block attends to later positions (weights above the diagonal are not 0) and "
+                   "to earlier ones: the mask is not applied",
+        "inverted": "the causal block attends to later positions and not to earlier ones: the mask blanks out "
+                    "the past instead of the future",
+        "diagonal": "the mask hides the diagonal too: the first row has nothing left to attend to "
+                    f"({'NaN' if 0 in m.get('nonfinite_weight_rows', out_rows_bad) else 'its weights'}), "
+                    "and no position sees its own token",
+        "nonfinite": f"non-finite attention or output rows {m.get('nonfinite_weight_rows') or out_rows_bad}",
+        "leak": "the weights above the diagonal are 0, yet earlier outputs change when a later token changes: "
+                "information from the future reaches them another way",
+        "after-softmax": "the softmax normalises over every key, later ones included, and the mask is applied to "
+                         "its output: each row's weights still depend on later tokens",
+        "renormalised": "a masked softmax gives later keys 0, but the weights multiplied with V give them weight "
+                        "again: the weights that multiply V are not the softmax of the masked scores",
+    }
+    lines = [c.line for op in ("masked_fill", "triu", "tril") for c in rec.of(op) if c.line]
+    line = min(lines) if lines else None
+    if line is not None and kind == "diagonal":
+        line = _call_line(ctx, line)           # the diagonal= argument of the triu/tril call
+    if kind == "missing" and not lines:
+        line = _attn_call_line(ctx, block)     # the mask is never built: point at the attention call
+    div = _leak_divergence(ctx, block, fw, d) if kind == "leak" else None
+    if div:
+        line = div["line"]
+    ok = kind == "ok"
+    return [check("block-causal", "pass" if ok else "fail", m,
+                  "0 above the diagonal; earlier outputs independent of later tokens; finite rows",
+                  f"{how}, {T} tokens: {details[kind]}; {past_frac:.0%} of (later output, earlier token) "
+                  "pairs connected",
+                  data={"kind": kind, "form": form, "future": rnd(future, 6), "past_fraction": rnd(past_frac, 3),
+                        "divergence": div,
+                        "dependency": [[rnd(v, 4) for v in row] for row in dep.tolist()]},
+                  location=ctx.where(line if not ok else None))]

@@ -1,0 +1,241 @@
+"""The report's attention pictures: cross-attention after brief training, the causal structure, attention at init."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .figure_common import (BLUE, GREY, MAX_HEADS, MAX_LAYERS, PAD, SKY, VERMILION, Figure, FigureError, fmt,
+                             heat, matrix, new_figure, num, stack, styled, to_figure, token, tokens, values)
+
+
+# -- cross-attention --------------------------------------------------------------------------------
+
+def expected_cross(src_tokens, rows, cols) -> np.ndarray:
+    """The correct alignment for reversal: target position i attends to source position L-1-i.
+
+    The last row (the query that predicts <eos>) has no single right answer: left blank (nan).
+    """
+    L = sum(1 for t in src_tokens[:cols] if t != PAD) if src_tokens else cols
+    L = max(1, min(L, cols))
+    e = np.zeros((rows, cols))
+    e[L:, :] = np.nan
+    for i in range(min(rows, L)):
+        e[i, L - 1 - i] = 1.0
+    return e
+
+
+def _per_head(x, n):
+    out = []
+    for i in range(n):
+        out.append(num(x[i]) if isinstance(x, (list, tuple)) and i < len(x) else math.nan)
+    return out
+
+
+@styled
+def cross_attention(ca: dict) -> list[Figure]:
+    """One figure per decoder layer: the expected anti-diagonal, then every head."""
+    if not isinstance(ca, dict):
+        raise FigureError("the cross-attention record is not an object")
+    layers = ca.get("layers")
+    if not isinstance(layers, list) or not layers:
+        raise FigureError("the cross-attention record has no layers")
+    src = tokens(ca.get("src"))
+    tgt_in = tokens(ca.get("tgt_in"))
+    pred = tokens(ca.get("pred"))
+    figs = []
+    for li, layer in enumerate(layers[:MAX_LAYERS]):
+        if not isinstance(layer, dict):
+            continue
+        raw_maps = layer.get("maps")
+        maps = stack(raw_maps, MAX_HEADS)
+        if not any(m is not None for m in maps):
+            continue
+        n_heads = len(maps)
+        rows = max(m.shape[0] for m in maps if m is not None)
+        cols = max(m.shape[1] for m in maps if m is not None)
+        anti = _per_head(layer.get("anti"), n_heads)
+        diag = _per_head(layer.get("diag"), n_heads)
+        L = sum(1 for t in src[:cols] if t != PAD) if src else cols
+        xt = [token(t) for t in src[:cols]]
+        want = [token(tgt_in[i + 1]) if i + 1 < len(tgt_in) and i < L else ("<eos>" if i == L else "")
+                for i in range(rows)]
+        yt = []
+        for i in range(rows):
+            p = token(pred[i]) if i < len(pred) else "?"
+            mark = "*" if want[i] and p != want[i] else ""
+            yt.append(f"{p}{mark}")
+        per_row = min(n_heads, 4)
+        nrows = math.ceil(n_heads / 4)
+        cell = 1.75 if rows <= 12 and cols <= 12 else 2.2
+        fig = new_figure((per_row + 1.3) * cell + 0.9, nrows * (cell + 0.45) + 0.6)
+        gs = fig.add_gridspec(nrows, per_row + 2, width_ratios=[1, 0.3] + [1] * per_row, left=0.075,
+                              right=0.915, bottom=0.16 / nrows + 0.05, top=1 - 0.26 / nrows, wspace=0.3,
+                              hspace=0.6)
+        exp = expected_cross(src, rows, cols)
+        ax = fig.add_subplot(gs[0, 0])
+        im = heat(ax, exp, xt=xt, yt=want, title="expected (reversal)")
+        ax.set_xlabel("source token")
+        ax.set_ylabel("correct next token")
+        for h, m in enumerate(maps):
+            ax = fig.add_subplot(gs[h // 4, 2 + h % 4])
+            if m is None:
+                ax.set_axis_off()
+                ax.set_title(f"head {h + 1}: malformed", pad=3)
+                continue
+            heat(ax, m, xt=xt, yt=yt if h % 4 == 0 else None,
+                  title=f"head {h + 1}\nanti {fmt(anti[h])} · diag {fmt(diag[h])}")
+            if h % 4 == 0:
+                ax.set_ylabel("generated token")
+            else:
+                ax.set_yticks([])   # same rows as the first head of the row; fewer ticks draw faster
+            if h // 4 == nrows - 1:
+                ax.set_xlabel("source token")
+        cax = fig.add_axes([0.93, 0.2, 0.012, 0.6])
+        fig.colorbar(im, cax=cax).ax.tick_params(labelsize=7)
+        fig.suptitle(f"decoder layer {li + 1}: cross-attention after brief training", x=0.07, ha="left",
+                     fontsize=9.5, fontweight="bold")
+        finite_anti = [a for a in anti if math.isfinite(a)]
+        mean_anti = sum(finite_anti) / len(finite_anti) if finite_anti else math.nan
+        alt = (f"Cross-attention maps of decoder layer {li + 1}, {n_heads} head(s), for source "
+               f"{' '.join(xt)}: rows are generated tokens, columns source tokens. "
+               f"Anti-diagonal mass per head: {', '.join(fmt(a) for a in anti)}; "
+               f"diagonal mass per head: {', '.join(fmt(d) for d in diag)}. "
+               f"The first panel is the expected anti-diagonal.")
+        cap = (f"Layer {li + 1}: mean anti-diagonal mass {fmt(mean_anti)} over {n_heads} head(s)"
+               + (f" (only the first {MAX_HEADS} heads are drawn)" if isinstance(raw_maps, list)
+                  and len(raw_maps) > MAX_HEADS else ""))
+        figs.append(to_figure(fig, alt, cap))
+    if not figs:
+        raise FigureError("no layer of the cross-attention record holds a usable map")
+    return figs
+
+
+# -- causal structure -------------------------------------------------------------------------------
+
+@styled
+def causal(dependency, target_mask) -> Figure:
+    dep = matrix(dependency)
+    tm = matrix(target_mask)
+    if dep is None and tm is None:
+        raise FigureError("neither the dependency matrix nor the target mask holds numbers")
+    panels = []
+    leaks = 0
+    if dep is not None:
+        T = dep.shape[0]
+        shown = dep.copy()
+        if dep.shape[1] > 0:
+            shown[:, 0] = np.nan          # input 0 is <sos>: never varied
+        moved = np.where(np.isfinite(shown), (shown > 1e-5).astype(float), np.nan)
+        upper = np.triu(np.ones_like(moved, dtype=bool), 1)
+        leaks = int(np.nansum(np.where(upper, moved, 0)))
+        panels.append((moved, f"your model ({leaks} future leak{'s' if leaks != 1 else ''})",
+                       "depends on input j", True))
+        exp = np.tril(np.ones((T, dep.shape[1])))
+        exp[:, 0] = np.nan
+        panels.append((exp, "expected (causal)", "", False))
+    if tm is not None:
+        title = "your target_mask"
+        if tm.shape[0] == 1 and tm.shape[1] > 1:      # (1, T): a padding-only mask, broadcast over every query
+            tm = np.repeat(tm, tm.shape[1], axis=0)
+            title = "your target_mask\n(one row for all queries)"
+        panels.append((np.where(np.isfinite(tm), (tm != 0).astype(float), np.nan), title, "", False))
+        if dep is None:
+            panels.append((np.tril(np.ones(tm.shape)), "expected mask", "", False))
+    fig = new_figure(2.9 * len(panels) + 0.3, 3.0)
+    for i, (m, title, _, mark) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        heat(ax, m, cmap="cividis", title=title)
+        is_mask = "mask" in title
+        ax.set_xlabel("key position" if is_mask else "changed input position j")
+        ax.set_ylabel(("query position" if is_mask else "output position i") if i == 0 or is_mask else "")
+        n = min(m.shape)
+        ax.plot([-0.5, n - 0.5], [-0.5, n - 0.5], color=GREY, lw=0.6, ls=":")
+        if mark:
+            ii, jj = np.nonzero(np.triu(np.nan_to_num(m) > 0, 1))
+            if ii.size:
+                ax.scatter(jj, ii, marker="x", s=18, c=VERMILION, linewidths=1.2)
+    fig.subplots_adjust(left=0.55 / fig.get_size_inches()[0], right=0.98, bottom=0.16, top=0.9, wspace=0.35)
+    alt = ("Causal structure: " + (f"a {dep.shape[0]}x{dep.shape[1]} grid of which decoder outputs change "
+                                   f"when one decoder input changes, {leaks} cell(s) above the diagonal "
+                                   f"(future leaks, marked with crosses)" if dep is not None else "")
+           + ("; " if dep is not None and tm is not None else "")
+           + (f"your target mask, {tm.shape[0]}x{tm.shape[1]}" if tm is not None else "")
+           + ". Correct is lower-triangular.")
+    key = ("Light: output i changes when input j changes (for a mask: may attend); dark: it does not; "
+           "grey column: input 0 is always <sos> and is never changed.")
+    cap = ("No output depends on a later input. " if dep is not None and leaks == 0 else
+           f"{leaks} (output, later input) pair(s) leak (crosses). " if dep is not None else "") + key
+    return to_figure(fig, alt, cap)
+
+
+# -- attention at init ------------------------------------------------------------------------------
+
+@styled
+def rowmax(vals) -> Figure:
+    v = values(vals)
+    if v is None:
+        raise FigureError("the list of row maxima holds no numbers")
+    fig = new_figure(6.4, 3.0)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.axvspan(0.45, 0.53, color=SKY, alpha=0.35, lw=0, label="reference mean 0.45-0.53")
+    ax.hist(np.clip(v, 0, 1), bins=np.linspace(0, 1, 41), color=BLUE, alpha=0.9, label="your rows")
+    mean = float(v.mean())
+    ax.axvline(mean, color="black", lw=1.2, ls="-", label=f"your mean {mean:.2f}")
+    ax.axvline(0.8, color=VERMILION, lw=1.2, ls="--", label="typical without 1/sqrt(d_k): ~0.8")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("largest attention weight in a row (untrained model)")
+    ax.set_ylabel("rows")
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.16, top=0.8)
+    alt = (f"Histogram of the largest attention weight per row at initialisation over {v.size} rows; "
+           f"mean {mean:.2f} (reference 0.45-0.53, about 0.8 without the 1/sqrt(d_k) scaling).")
+    cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if mean > 0.75 else "")
+    return to_figure(fig, alt, cap)
+
+
+@styled
+def block_weights(bw: dict) -> Figure:
+    if not isinstance(bw, dict):
+        raise FigureError("the block-weights record is not an object")
+    rows = []
+    for key, label in (("plain", "no mask"), ("causal", "causal mask")):
+        maps = stack(bw.get(key), MAX_HEADS)
+        if any(m is not None for m in maps):
+            rows.append((label, maps))
+    if not rows:
+        raise FigureError("the block-weights record holds no usable map")
+    n = max(len(m) for _, m in rows)
+    peak = max(float(np.nanmax(m)) for _, maps in rows for m in maps if m is not None)
+    vmax = min(1.0, max(0.2, math.ceil(peak * 10) / 10))     # near-uniform rows (1/T) stay visible
+    cell = 2.5 if n <= 3 else 1.9
+    fig = new_figure(cell * n + 1.0, (cell + 0.2) * len(rows) + 0.4)
+    gs = fig.add_gridspec(len(rows), n, left=0.08, right=0.9, bottom=0.1, top=0.9, wspace=0.3, hspace=0.6)
+    im = None
+    for r, (label, maps) in enumerate(rows):
+        for h, m in enumerate(maps):
+            ax = fig.add_subplot(gs[r, h])
+            if m is None:
+                ax.set_axis_off()
+                ax.set_title(f"{label}, head {h + 1}: malformed", pad=3)
+                continue
+            im = heat(ax, m, title=f"{label}, head {h + 1}", vmax=vmax)
+            up = np.triu(np.nan_to_num(m), 1)
+            if label == "causal mask" and up.max() > 1e-6:
+                ii, jj = np.nonzero(up > 1e-6)
+                ax.scatter(jj, ii, marker="x", s=12, c=VERMILION, linewidths=1)
+            if h == 0:
+                ax.set_ylabel("query position")
+            ax.set_xlabel("key position")
+    if im is not None:
+        cax = fig.add_axes([0.92, 0.2, 0.012, 0.6])
+        fig.colorbar(im, cax=cax).ax.tick_params(labelsize=7)
+    alt = (f"Self-attention weights of each of {n} head(s) of your TransformerBlock, "
+           + " and ".join(label for label, _ in rows) + "; with the causal mask everything above the "
+           "diagonal must be zero (violations marked with crosses).")
+    leaks = sum(int((np.triu(np.nan_to_num(m), 1) > 1e-6).sum()) for label, maps in rows if label == "causal mask"
+                for m in maps if m is not None)
+    cap = (f"Colour scale 0 to {vmax:.1f}. " + ("With the causal mask, no weight above the diagonal." if leaks == 0
+           else f"With the causal mask, {leaks} weight(s) above the diagonal (crosses): the future is visible.")
+           if any(label == "causal mask" for label, _ in rows) else f"Colour scale 0 to {vmax:.1f}.")
+    return to_figure(fig, alt, cap)
