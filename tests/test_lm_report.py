@@ -84,6 +84,15 @@ def test_rope_not_implemented_leaves_a_note_and_the_report_says_so():
     assert "NotImplementedError" in secs["lm-rope"]
 
 
+def test_an_adapter_that_timed_out_on_the_properties_is_not_called_again():
+    calls = []
+    ctx = ctx_for(run_rope=lambda *a: calls.append(1) or REF.run_rope(*a))
+    lm_pictures.rope_scores(ctx, [{"id": "lm-rope-norm", "data": {"component": "rope", "timeout": True}}])
+    assert calls == [] and "did not return in time" in ctx.artifacts["lm_rope_scores"]["skipped"]
+    lm_pictures.rope_scores(ctx, [{"id": "lm-rope-norm", "data": {"component": "rope", "timeout": False}}])
+    assert calls == [1] and ctx.artifacts["lm_rope_scores"]["spread"] < 1e-5
+
+
 def test_missing_artifact_is_explained_by_the_component_state():
     checks = [{"id": "lm-rope", "status": "skip", "measured": {"status": "not implemented"}, "expected": "",
                "detail": "run_rope raises NotImplementedError (not implemented yet)",

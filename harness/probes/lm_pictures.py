@@ -26,8 +26,12 @@ def _sig(v: float, n: int = 4) -> float | None:
     return float(f"{v:.{n}g}") if math.isfinite(v) else None
 
 
-def _guarded(ctx, key: str, comp: str, fn):
-    """Run one measurement; an exception of the student's code becomes {"skipped": why} under `key`."""
+def _guarded(ctx, key: str, comp: str, fn, before=()):
+    """Run one measurement; an exception of the student's code becomes {"skipped": why} under `key`.
+    `before`: the checks that already called the adapter; one that timed out is not waited for again."""
+    if any((c.get("data") or {}).get("timeout") for c in before):
+        ctx.artifacts[key] = {"skipped": f"{ADAPTER[comp]} did not return in time on the property checks"}
+        return
     t = time.perf_counter()
     try:
         ctx.artifacts[key] = fn()
@@ -40,7 +44,7 @@ def _guarded(ctx, key: str, comp: str, fn):
         ctx.artifacts[key] = {"skipped": f"not measured (internal error {type(e).__name__}: {str(e)[:120]})"}
 
 
-def rope_scores(ctx):
+def rope_scores(ctx, before=()):
     """One fixed q and k, both rotated at 32 shuffled positions in one call: the 32 x 32 scores q_m . k_n.
 
     Shuffled positions: an implementation that rotates by the index in the tensor instead of token_positions
@@ -70,10 +74,10 @@ def rope_scores(ctx):
                 "ref_offset": sorted(ref), "ref_score": [_sig(ref[o], 6) for o in sorted(ref)],
                 "positions": pos.tolist(), "d_k": ROPE_D, "theta": ROPE_THETA,
                 "spread": _sig(spread, 3), "max_dev": _sig(dev, 3)}     # exact, before the rounding above
-    _guarded(ctx, "lm_rope_scores", "rope", measure)
+    _guarded(ctx, "lm_rope_scores", "rope", measure, before)
 
 
-def lm_dependency(ctx, args, ids: torch.Tensor, vocab: int, tol: float):
+def lm_dependency(ctx, args, ids: torch.Tensor, vocab: int, tol: float, before=()):
     """args(ids) -> run_transformer_lm's arguments. One call on T + 1 rows: row 0 is `ids`, row j + 1 the same
     with token j changed; how far each output position i of row j + 1 moved from row 0, relative to the largest
     logit, is entry (i, j) of the (T, T) matrix."""
@@ -90,7 +94,7 @@ def lm_dependency(ctx, args, ids: torch.Tensor, vocab: int, tol: float):
         scale = max(float(out[0].abs().max()), 1e-12)
         moved = (out[1:] - out[:1]).abs().amax(dim=-1) / scale        # (T, T): [j, i] = output i, token j changed
         return {"matrix": [[_sig(v, 3) for v in row] for row in moved.T.tolist()], "tol": tol}   # row i, column j
-    _guarded(ctx, "lm_dependency", "lm", measure)
+    _guarded(ctx, "lm_dependency", "lm", measure, before)
 
 
 def schedule_curve(ctx, setting: tuple, its: list, got: list, want: list):

@@ -47,7 +47,7 @@ def _guard(pid, comp, fn):
         return [fn()]
     except Outcome as o:
         return [check(pid, "skip", None, "", f"not measured: {o.check['detail'][:200]}",
-                      data={"component": comp, "property": None})]
+                      data={"component": comp, "property": None, "timeout": bool(o.check["data"].get("timeout"))})]
 
 
 def rope(ctx):
@@ -84,7 +84,7 @@ def rope(ctx):
                        "q_m . k_n depends only on m - n", "relative")
     out = (_guard("lm-rope-identity-at-0", "rope", identity) + _guard("lm-rope-norm", "rope", norm)
            + _guard("lm-rope-relative", "rope", relative))
-    rope_scores(ctx)        # the report's picture of the same property, over every offset
+    rope_scores(ctx, out)   # the report's picture of the same property, over every offset
     return out
 
 
@@ -160,5 +160,6 @@ def causal(ctx):
     for comp, build in builds.items():
         out += _guard(f"lm-{comp}-causal", comp, lambda comp=comp, build=build: _causal_pair(ctx, comp, build, comp))
     # the report's picture: every input position changed in turn, not only the last
-    lm_dependency(ctx, lambda i: (40, 16, d, 2, h, 48, 10000.0, dict(lw), i), ids[0], 40, TOL)
+    lm_dependency(ctx, lambda i: (40, 16, d, 2, h, 48, 10000.0, dict(lw), i), ids[0], 40, TOL,
+                  [c for c in out if c["data"].get("component") == "lm"])
     return out
