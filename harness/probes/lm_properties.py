@@ -18,6 +18,7 @@ import torch
 from .base import check, rnd
 from .lm_common import Outcome, as_plain, call, gen
 from .lm_components import mha_weights, seeded_randn, block_weights, lm_weights
+from .lm_pictures import lm_dependency, rope_scores
 
 TOL = 1e-4        # relative; float32 round-off of these small computations is < 1e-6 (measured on the reference)
 
@@ -46,7 +47,7 @@ def _guard(pid, comp, fn):
         return [fn()]
     except Outcome as o:
         return [check(pid, "skip", None, "", f"not measured: {o.check['detail'][:200]}",
-                      data={"component": comp, "property": None})]
+                      data={"component": comp, "property": None, "timeout": bool(o.check["data"].get("timeout"))})]
 
 
 def rope(ctx):
@@ -81,8 +82,10 @@ def rope(ctx):
                        f"q_5 . k_2, q_20 . k_17 and q_40 . k_37 differ by {v:.2g} (relative): the rotation "
                        "angle is not position x frequency (or positions are not used)",
                        "q_m . k_n depends only on m - n", "relative")
-    return (_guard("lm-rope-identity-at-0", "rope", identity) + _guard("lm-rope-norm", "rope", norm)
-            + _guard("lm-rope-relative", "rope", relative))
+    out = (_guard("lm-rope-identity-at-0", "rope", identity) + _guard("lm-rope-norm", "rope", norm)
+           + _guard("lm-rope-relative", "rope", relative))
+    rope_scores(ctx, out)   # the report's picture of the same property, over every offset
+    return out
 
 
 def rmsnorm(ctx):
@@ -156,4 +159,7 @@ def causal(ctx):
     out = []
     for comp, build in builds.items():
         out += _guard(f"lm-{comp}-causal", comp, lambda comp=comp, build=build: _causal_pair(ctx, comp, build, comp))
+    # the report's picture: every input position changed in turn, not only the last
+    lm_dependency(ctx, lambda i: (40, 16, d, 2, h, 48, 10000.0, dict(lw), i), ids[0], 40, TOL,
+                  [c for c in out if c["data"].get("component") == "lm"])
     return out

@@ -8,6 +8,7 @@ from .base import StudentError, check, rnd
 from .lm_common import (Outcome, attach, call, compare, exception_outcome, functions_ran, gen, reference, run_cases,
                         verdict)
 from .lm_fingerprint import match_cases, match_outputs
+from .lm_pictures import schedule_curve
 
 
 def ce_cases(seed):
@@ -92,13 +93,14 @@ def adamw(ctx):
 
 def lr_schedule(ctx):
     ref = reference().run_get_lr_cosine_schedule
-    rows, worst, grids = [], None, []
+    rows, worst, grids, curves = [], None, [], []
     try:
         for hp in ((1.0, 0.1, 7, 21), (3e-4, 3e-5, 10, 100)):
             got, want = [], []
             w, c = hp[2], hp[3]     # all of warmup and its end, the cosine part sampled, the cycle's end and after
             its = sorted(set(range(0, w + 3)) | set(range(w, c, max(1, (c - w) // 12))) | set(range(c - 2, c + 6)))
             grids.append((hp, its))
+            curves.append((got, want))
             for it in its:
                 v = call(ctx, "lr-schedule", (it, *hp), f"it={it}, max/min/warmup/cycle={hp}")
                 try:
@@ -135,6 +137,8 @@ def lr_schedule(ctx):
     if worst:
         c["detail"] = (f"at it={worst['first_bad_it']} ({worst['case']}) returned {worst['got']}, expected "
                        f"{worst['want']}")
+    hp, its = grids[0]          # the report's picture: the first setting, sampled at every iteration
+    schedule_curve(ctx, hp, its, *curves[0])
     return [c]
 
 

@@ -23,8 +23,11 @@ import traceback
 from pathlib import Path
 
 from . import figures as F
+from . import lm_sections
 from .lm_checklist import html_rows
 from .terminal import source_lines, where
+from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
+from .text import trunc as _str
 
 TEMPLATES = Path(__file__).parent / "templates"
 CONTEXT_LINES = 6
@@ -45,51 +48,6 @@ def _environment():
                                   trim_blocks=True, lstrip_blocks=True, undefined=jinja2.ChainableUndefined)
         _env.filters["value"] = fmt_value
     return _env
-
-
-# -- small formatting helpers ------------------------------------------------------------------------
-
-def fmt_num(v) -> str:
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 1000 else str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return str(v)
-        if v == 0:
-            return "0"
-        if abs(v) >= 1e5 or abs(v) < 1e-3:
-            return f"{v:.3g}"
-        return f"{v:.4g}"
-    return str(v)
-
-
-def fmt_value(v, limit: int = 300) -> str:
-    """A measured value, compact: numbers rounded, dicts as 'key: value', long things cut."""
-    if v is None:
-        return "—"
-    if isinstance(v, (int, float, bool)):
-        return fmt_num(v)
-    if isinstance(v, dict):
-        text = ", ".join(f"{k}: {fmt_value(x, 80)}" for k, x in list(v.items())[:20])
-    elif isinstance(v, (list, tuple)):
-        text = "[" + ", ".join(fmt_value(x, 40) for x in v[:12]) + (", …" if len(v) > 12 else "") + "]"
-    else:
-        text = str(v)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def measured_lines(v) -> list[str]:
-    """A measured value as short lines: one 'key: value' per line for a dict."""
-    if isinstance(v, dict) and v:
-        lines = [f"{k}: {fmt_value(x, 120)}" for k, x in list(v.items())[:12]]
-        return lines + (["…"] if len(v) > 12 else [])
-    return [fmt_value(v)]
-
-
-def _str(v, limit=4000) -> str:
-    return "" if v is None else str(v)[:limit]
 
 
 # -- the student's source -------------------------------------------------------------------------
@@ -168,7 +126,7 @@ CHECK_SECTION = {"cross-attn-pattern": "cross-attention", "decode-accuracy": "cr
                  "brief-training": "training", "lr-schedule": "lr-schedule", "pe-formula": "positional",
                  "causal-leak": "causal", "attn-saturation": "rowmax", "overfit": "overfit",
                  "param-count": "parameters", "block-weights": "block-weights", "block-causal": "block-weights",
-                 "block-saturation": "block-weights", "block-rows-sum": "block-weights"}
+                 "block-saturation": "block-weights", "block-rows-sum": "block-weights"} | lm_sections.CHECK_SECTION
 
 
 def _checks(result) -> list[dict]:
@@ -301,7 +259,7 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
                 entry["error"] = f"This picture could not be drawn ({type(e).__name__}: {_str(e, 200)})."
             timings[f"figure:{sid}"] = round(time.perf_counter() - t, 4)
         out.append(entry)
-    return out
+    return out + lm_sections.sections(result, timings, _str)     # [] unless the assignment is lm
 
 
 def param_table(result: dict) -> dict:
@@ -388,7 +346,7 @@ def diagnoses(result: dict, source_path) -> list[dict]:
     return out
 
 
-SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"}
+SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"} | lm_sections.TITLES
 
 
 def context(result: dict, source_path=None, timings: dict | None = None) -> dict:

@@ -1,0 +1,48 @@
+"""Short text for the HTML report: numbers rounded, measured values compact, untrusted strings bounded."""
+from __future__ import annotations
+
+import math
+
+
+def fmt_num(v) -> str:
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 1000 else str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e5 or abs(v) < 1e-3:
+            return f"{v:.3g}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def fmt_value(v, limit: int = 300) -> str:
+    """A measured value, compact: numbers rounded, dicts as 'key: value', long things cut."""
+    if v is None:
+        return "—"
+    if isinstance(v, (int, float, bool)):
+        return fmt_num(v)
+    if isinstance(v, dict):
+        text = ", ".join(f"{k}: {fmt_value(x, 80)}" for k, x in list(v.items())[:20])
+    elif isinstance(v, (list, tuple)):
+        text = "[" + ", ".join(fmt_value(x, 40) for x in v[:12]) + (", …" if len(v) > 12 else "") + "]"
+    else:
+        text = str(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def measured_lines(v) -> list[str]:
+    """A measured value as short lines: one 'key: value' per line for a dict."""
+    if isinstance(v, dict) and v:
+        lines = [f"{k}: {fmt_value(x, 120)}" for k, x in list(v.items())[:12]]
+        return lines + (["…"] if len(v) > 12 else [])
+    return [fmt_value(v)]
+
+
+def trunc(v, limit=4000) -> str:
+    """str(v) cut to limit characters; None is the empty string."""
+    return "" if v is None else str(v)[:limit]
