@@ -5,7 +5,7 @@
     lr_schedule(art)                       your cosine schedule against the reference's
 
 Artifacts are untrusted JSON (numbers may be None, lists ragged or huge): each function either returns a
-Figure or raises FigureError with a sentence for the reader. Drawing goes through figures.py's public helpers.
+Figure or raises FigureError with a sentence for the reader. Drawing goes through figure_common.py's public helpers.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .figures import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, matrix, new_figure, to_figure
+from .figure_common import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, matrix, new_figure, to_figure
 
 MAX_PAIRS = 5000      # the probe stores 32 x 32 = 1024
 RC = {"font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "xtick.labelsize": 7.5,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from . import lm_figures as LF
-from .figures import FigureError
+from .figure_common import FigureError
 from .lm_checklist import rows
 
 # section id, title, artifact key, component, drawing function
