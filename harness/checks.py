@@ -28,7 +28,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "shapes": (C("shapes", "logits shape of one forward pass (batch 2)", "(B, T_tgt, 13)", "the contract"),),
     "param-count": (C("param-count", "parameters per component", "info only", "lesson's table 235,981"),),
     "data": (C("data", "make_batch: targets are SOS + reversed source + EOS, padded", "all samples",
-               "the lesson's task"),),
+               "the lesson's task"),
+             C("data-digits", "make_batch: every digit 0-9 appears in ~1,800 sampled source digits", "none missing",
+               "a digit drawn with probability >= 1% is missing with probability < 1e-8")),
     "pe": (C("pe-formula", "positional table against sin/cos of the lesson", "max error < 1e-4", "float32 noise",
              component="PositionalEncoding"),
            C("pe-buffer", "positional table is a buffer, not a trained parameter", "no Parameter",
@@ -77,6 +79,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "decode-consistency": (C("decode-consistency", "first step where greedy_decode's token differs from the "
                                                    "argmax of the model's forward pass on that prefix", "-1 (none)",
                              "the same model, the same prefix", compares=True),),
+    "decode-batch-rows": (C("decode-batch-rows", "rows of a batch of 8 equal-length sources whose greedy tokens "
+                                                 "(up to EOS) differ from the source decoded alone", "0",
+                            "decoding a row does not depend on the other rows", compares=True),),
     "train-trace": (C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
                       "the lesson's schedule"),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),

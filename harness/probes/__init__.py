@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decoding,
+from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding,
                lm_components, lm_properties, lm_training, model_wiring, padding, positional, properties, training)
 
 
@@ -62,6 +62,7 @@ PROBES = (
     Probe("decode", decoding.encoder_calls, R, "quick"),
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
     Probe("decode-consistency", properties.decode_consistency, R, "quick"),
+    Probe("decode-batch-rows", decode_batch.batch_rows, R, "quick"),
     Probe("train-trace", training.trace, R, "quick"),
     Probe("overfit", training.overfit, R, "quick"),
     Probe("brief-training", decoding.brief_training, R, "train"),

@@ -35,7 +35,46 @@ def make_batch(ctx):
         line = _assign_line(ctx)
     return [check("data", "pass" if ok else "fail", {"reversed": rev, "copied": copy, "bracketed": brackets,
                                                        "padded": pads, "n": n},
-                  "every target = SOS + reversed(source) + EOS, then PAD", detail, location=ctx.where(line))]
+                  "every target = SOS + reversed(source) + EOS, then PAD", detail, location=ctx.where(line)),
+            _digits(ctx, fn, src)]
+
+
+# Eight batches of 32 sources of 4-10 digits: ~1,800 digits, ~180 of each. A digit the sampler can draw
+# at all is missing from them with probability (1 - p)^1800: below 1e-8 unless p < 1%, a tenth of uniform.
+DIGIT_BATCHES = 8
+
+
+def _digits(ctx, fn, first):
+    """Every digit 0-9 appears in the sources: a sampler whose upper bound is exclusive (numpy's or torch's
+    randint(0, 9)) never draws 9, and the model never learns to emit it."""
+    srcs = [first]
+    with ctx.student("make_batch(32)"):
+        for _ in range(DIGIT_BATCHES - 1):
+            srcs.append(fn(32)[0])
+    tokens = torch.cat([s[s != PAD].flatten() for s in srcs])               # (n_digits,)
+    counts = torch.bincount(tokens.clamp(0, 12), minlength=13)[:10]          # (10,) digits 0-9
+    missing = [d for d in range(10) if int(counts[d]) == 0]
+    ok = not missing and tokens.numel() > 0
+    line = _sampler_line(ctx, missing) if missing else None
+    return check("data-digits", "pass" if ok else "fail", {"missing": missing, "counts": counts.tolist()},
+                 "every digit 0-9 in the sources", f"digit counts over {DIGIT_BATCHES} batches of 32 sources "
+                 f"({tokens.numel()} digits)" + (f"; never drawn: {missing}" if missing else ""),
+                 data={"missing": missing, "sampler_line": line}, location=ctx.where(line))
+
+
+def _sampler_line(ctx, missing):
+    """The random-integer call in make_batch: the one whose literal upper bound is the largest missing digit
+    (an exclusive bound written as if inclusive) if there is one, else the first."""
+    tree = ast.parse(ctx.source.text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "make_batch":
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and
+                     (getattr(c.func, "attr", "") or getattr(c.func, "id", "")) in
+                     ("randint", "integers", "randrange", "choice", "multinomial", "random_")]
+            bound = [c for c in calls if any(isinstance(a, ast.Constant) and a.value == max(missing)
+                                             for a in c.args)]
+            return (bound or calls or [node])[0].lineno
+    return None
 
 
 def _assign_line(ctx):

@@ -1,0 +1,78 @@
+"""greedy_decode on a batch gives each row what it gives that row alone.
+
+Rows end (emit EOS) at different steps; a loop whose stop test looks at one row (`next_token[0] == EOS`) or
+at any row (`.any()` for `.all()`) cuts the other rows short, and training never shows it. Sources of equal
+length, so no padding is involved: a padding bug is the padding probes' business, not this one's.
+"""
+from __future__ import annotations
+
+import ast
+
+import torch
+
+from . import locate
+from .base import Skip, check
+from .common import EOS, batch, eval_model, kwargs_for
+
+ROWS, LENGTH, MAX_LEN = 8, 6, 12
+
+
+def _tokens(ys) -> torch.Tensor:
+    ys = ys[0] if isinstance(ys, (tuple, list)) else ys
+    if not isinstance(ys, torch.Tensor) or ys.dim() != 2:
+        raise Skip("greedy_decode does not return (B, T) tokens first")
+    return ys
+
+
+def _until_eos(row: list) -> list:
+    """Generated tokens up to and including the first EOS (the SOS at index 0 left out)."""
+    out = []
+    for t in row[1:]:
+        out.append(t)
+        if t == EOS:
+            break
+    return out
+
+
+def batch_rows(ctx):
+    decode = ctx.need("greedy_decode")
+    model = eval_model(ctx)
+    src, _ = batch(ctx, ROWS, LENGTH, LENGTH, seed_offset=52)                # (8, 6), no padding
+    kw = kwargs_for(decode, max_len=MAX_LEN)
+    with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+        alone = [_until_eos(_tokens(decode(model, src[i:i + 1], **kw))[0].tolist()) for i in range(ROWS)]
+        # the row that ends first goes first: a stop test on row 0 then fires while the others still generate
+        order = sorted(range(ROWS), key=lambda i: (EOS not in alone[i], len(alone[i])))
+        together = _tokens(decode(model, src[order], **kw))
+    if together.size(0) != ROWS:
+        raise Skip("greedy_decode returns a different number of rows than sources")
+    rows_b = [_until_eos(together[i].tolist()) for i in range(ROWS)]
+    rows_a = [alone[i] for i in order]
+    differ = [i for i in range(ROWS) if rows_b[i] != rows_a[i]]
+    # cut short: the batch row is a strict prefix of the row alone, with no EOS, while some other row ended
+    cut = [i for i in differ if len(rows_b[i]) < len(rows_a[i]) and rows_a[i][:len(rows_b[i])] == rows_b[i]
+           and EOS not in rows_b[i]]
+    ended = [i for i in range(ROWS) if EOS in rows_b[i]]
+    kind = ("stops-early" if cut and len(cut) == len(differ) and ended else "differs" if differ else "ok")
+    line = _stop_line(ctx) if kind == "stops-early" else None
+    detail = (f"{len(differ)} of {ROWS} rows differ from the same source decoded alone" if differ else
+              f"all {ROWS} rows equal their source decoded alone")
+    if kind == "stops-early":
+        first = min(len(rows_b[i]) for i in ended)
+        detail += (f"; {len(cut)} rows were cut after {together.size(1) - 1} generated tokens, without EOS, when "
+                   f"row(s) {ended[:4]} had ended (the first after {first} tokens); alone they go on")
+    data = {"kind": kind, "differ": differ, "cut": cut, "ended": ended,
+            "width": int(together.size(1)), "lengths_alone": [len(r) for r in rows_a]}
+    return [check("decode-batch-rows", "pass" if not differ else "fail", len(differ), "0 rows differ",
+                  detail, data=data, location=ctx.where(line))]
+
+
+def _stop_line(ctx) -> int | None:
+    """The loop's stop: an `if ...: break` (or a while condition) in greedy_decode that mentions EOS or a token."""
+    for fn in locate.functions(ctx, "greedy_decode"):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.If) and any(isinstance(n, ast.Break) for n in ast.walk(node)):
+                return node.lineno
+            if isinstance(node, ast.While) and not (isinstance(node.test, ast.Constant)):
+                return node.lineno
+    return None
