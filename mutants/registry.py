@@ -804,6 +804,44 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lesson="return x.view(B, T, self.h, self.d_k).transpose(1, 2)    # (B, h, T, d_k)",
     ),
+    Mutant(
+        id="reversal-digits-exclusive-bound",
+        cause="data-digits-missing",
+        assignment="reversal",
+        reference=REVERSAL,
+        edits=(
+            Edit(old="        seq = torch.randint(0, 10, (L,))\n",
+                 new="        seq = torch.randint(0, 9, (L,))\n"),
+        ),
+        summary="make_batch draws digits with torch.randint(0, 9), whose upper bound is exclusive",
+        explanation=(
+            "torch.randint(low, high) draws from low to high - 1, so randint(0, 9) never "
+            "draws a 9 (Python's random.randint(0, 9) would). Every target is still the "
+            "reversed source and the loss falls normally, but the model never sees a 9, "
+            "never emits one, and fails every test sequence that contains one. "
+            "Use torch.randint(0, 10, (L,))."
+        ),
+        lesson="seq = torch.randint(0, 10, (L,))",
+    ),
+    Mutant(
+        id="reversal-decode-stops-on-first-row",
+        cause="decode-stops-early",
+        assignment="reversal",
+        reference=REVERSAL,
+        edits=(
+            Edit(old="        if (next_tok == EOS).all():\n",
+                 new="        if next_tok[0, 0] == EOS:\n"),
+        ),
+        summary="greedy_decode stops when the first row of the batch emits EOS",
+        explanation=(
+            "The stop test looks at row 0 only. When the first sequence of a batch ends, "
+            "decoding stops for all of them, and every longer sequence is cut short "
+            "without its EOS. Teacher-forced training never runs greedy_decode, so the "
+            "loss is fine; batched evaluation under-reports accuracy. Stop when every "
+            "row has emitted EOS: (next_tok == EOS).all() over rows tracked as done."
+        ),
+        lesson="if (next_tok == EOS).all(): break",
+    ),
     # ------------------------------------------------------------------
     # block: "Transformers & Attention from Scratch"
     # ------------------------------------------------------------------

@@ -37,7 +37,7 @@ REQUIRED_CAUSES = {
         "no-warmup", "softmax-wrong-dim", "data-not-reversed", "positional-encoding-formula",
         "positional-encoding-trainable", "missing-embedding-scale", "bad-output-init",
         "missing-residual", "encoder-in-decode-loop", "padding-mask-inverted",
-        "pad-not-ignored", "heads-split-wrong",
+        "pad-not-ignored", "heads-split-wrong", "data-digits-missing", "decode-stops-early",
     ),
     "block": (
         "softmax-wrong-dim", "missing-sqrt-dk", "causal-mask-missing", "causal-mask-inverted",
@@ -461,6 +461,30 @@ def data_reversed(mod):
     return good / src.size(0)
 
 
+def missing_digits(mod):
+    """Digits 0-9 that never appear in 10 batches of 32 sources from make_batch."""
+    torch.manual_seed(0)
+    seen = torch.cat([mod.make_batch(32)[0].flatten() for _ in range(10)])
+    return sorted(set(range(10)) - set(seen.tolist()))
+
+
+@torch.no_grad()
+def rows_cut_in_batch(mod):
+    """Rows of a batched greedy_decode shorter (up to EOS) than the same source decoded alone, with the row
+    that ends first placed first."""
+    model = tiny(mod).eval()
+    model.generator.bias[EOS] += 1.0          # at init no row would end within 12 steps; now they end unevenly
+    src, _ = build_batch([5] * 8, seed=21)
+
+    def until_eos(row):
+        row = row[1:]
+        return row[:row.index(EOS) + 1] if EOS in row else row
+    alone = [until_eos(mod.greedy_decode(model, src[i:i + 1], max_len=12)[0][0].tolist()) for i in range(8)]
+    order = sorted(range(8), key=lambda i: (EOS not in alone[i], len(alone[i])))
+    together = mod.greedy_decode(model, src[order], max_len=12)[0]
+    return sum(len(until_eos(together[k].tolist())) < len(alone[i]) for k, i in enumerate(order))
+
+
 @torch.no_grad()
 def row_sum_error(mod):
     """Max |sum over keys - 1| of every attention map of the model."""
@@ -620,6 +644,10 @@ PROBES = {
     ("reversal", "pad-not-ignored"): Probe(
         loss_call, lambda r, m: r["padding"] > 0 and r["pad_gap"] < 1e-6 and m["pad_gap"] > 1e-3,
         "|train loss - loss with PAD ignored|"),
+    ("reversal", "data-digits-missing"): Probe(
+        missing_digits, lambda r, m: r == [] and m == [9], "digits never drawn by make_batch"),
+    ("reversal", "decode-stops-early"): Probe(
+        rows_cut_in_batch, lambda r, m: r == 0 and m > 0, "batch rows cut short against decoding alone"),
     ("reversal", "heads-split-wrong"): Probe(
         mha_equivariance, lambda r, m: r < 1e-5 and m > 1e-2, "permutation equivariance error of MHA"),
     ("block", "softmax-wrong-dim"): Probe(

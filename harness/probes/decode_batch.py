@@ -12,7 +12,7 @@ import torch
 
 from . import locate
 from .base import Skip, check
-from .common import EOS, batch, eval_model, kwargs_for
+from .common import EOS, VOCAB, batch, eval_model, kwargs_for
 
 ROWS, LENGTH, MAX_LEN = 8, 6, 12
 
@@ -39,11 +39,31 @@ def batch_rows(ctx):
     model = eval_model(ctx)
     src, _ = batch(ctx, ROWS, LENGTH, LENGTH, seed_offset=52)                # (8, 6), no padding
     kw = kwargs_for(decode, max_len=MAX_LEN)
-    with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
-        alone = [_until_eos(_tokens(decode(model, src[i:i + 1], **kw))[0].tolist()) for i in range(ROWS)]
+    head = _vocab_module(ctx, model, decode, src[:1], kw)
+    nudge, hook = 0.0, None
+    try:
+        for nudge in NUDGES:
+            if hook is not None:
+                hook.remove()
+            if nudge and head is None:
+                break
+            hook = head.register_forward_hook(_raise_eos(nudge)) if nudge else None
+            with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+                alone = [_until_eos(_tokens(decode(model, src[i:i + 1], **kw))[0].tolist()) for i in range(ROWS)]
+            if len({len(r) for r in alone}) > 1 and any(EOS in r for r in alone):
+                break                                    # rows end at different steps: the stop test is exercised
+        else:
+            nudge = None
+        if nudge is None or not any(EOS in r for r in alone):
+            raise Skip("no row ends before max_len at init, even with its EOS logit raised: the stop test is not "
+                       "exercised" + ("" if head is not None else " (no module outputs the vocabulary's logits)"))
         # the row that ends first goes first: a stop test on row 0 then fires while the others still generate
         order = sorted(range(ROWS), key=lambda i: (EOS not in alone[i], len(alone[i])))
-        together = _tokens(decode(model, src[order], **kw))
+        with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+            together = _tokens(decode(model, src[order], **kw))
+    finally:
+        if hook is not None:
+            hook.remove()
     if together.size(0) != ROWS:
         raise Skip("greedy_decode returns a different number of rows than sources")
     rows_b = [_until_eos(together[i].tolist()) for i in range(ROWS)]
@@ -61,10 +81,40 @@ def batch_rows(ctx):
         first = min(len(rows_b[i]) for i in ended)
         detail += (f"; {len(cut)} rows were cut after {together.size(1) - 1} generated tokens, without EOS, when "
                    f"row(s) {ended[:4]} had ended (the first after {first} tokens); alone they go on")
-    data = {"kind": kind, "differ": differ, "cut": cut, "ended": ended,
+    data = {"kind": kind, "differ": differ, "cut": cut, "ended": ended, "eos_logit_raised_by": nudge,
             "width": int(together.size(1)), "lengths_alone": [len(r) for r in rows_a]}
     return [check("decode-batch-rows", "pass" if not differ else "fail", len(differ), "0 rows differ",
                   detail, data=data, location=ctx.where(line))]
+
+
+# At init a model may never pick EOS within max_len. Raising the EOS logit (a hook on the module that outputs
+# the vocabulary's logits) makes rows end at different steps; a row's tokens still must not depend on the others.
+NUDGES = (0.0, 1.0, 2.0, 4.0)
+
+
+def _raise_eos(by: float):
+    def hook(module, args, out):
+        if isinstance(out, torch.Tensor) and out.size(-1) == VOCAB:
+            out = out.clone()
+            out[..., EOS] += by
+            return out
+        return None
+    return hook
+
+
+def _vocab_module(ctx, model, decode, src, kw):
+    """The last module called inside greedy_decode whose output's last axis is the vocabulary (the head)."""
+    seen = []
+    hooks = [m.register_forward_hook(lambda m, a, o: seen.append(m) if isinstance(o, torch.Tensor) and o.dim()
+                                     and o.size(-1) == VOCAB else None)
+             for m in model.modules() if m is not model]
+    try:
+        with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+            decode(model, src, **kw)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen[-1] if seen else None
 
 
 def _stop_line(ctx) -> int | None:
