@@ -29,6 +29,8 @@ import sys
 import time
 import traceback
 
+from .child_integrity import add_integrity, tamper_check
+
 EXIT_CHANNEL = 86    # keep in step with runner.EXIT_CHANNEL
 EXIT_MEMORY = 87     # keep in step with runner.EXIT_MEMORY
 _exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
@@ -271,8 +273,8 @@ def main(argv=None):
         result["stdout"] = captured.getvalue()
         result["timings"]["total_s"] = time.perf_counter() - t0
         if guard.findings:
-            result["checks"].insert(0, _tamper_check(check, guard, src))
-        _add_integrity(result, check, audit, guard, src, captured)
+            result["checks"].insert(0, tamper_check(check, guard, src))
+        add_integrity(result, check, audit, guard, src, captured)
         send({"event": "result", "result": result})
         return _finish()
     finally:
@@ -348,8 +350,8 @@ def main(argv=None):
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
     guard.check("the end of the checks")
     if guard.findings:
-        result["checks"].insert(0, _tamper_check(check, guard, source))
-    _add_integrity(result, check, audit, guard, source, captured)
+        result["checks"].insert(0, tamper_check(check, guard, source))
+    add_integrity(result, check, audit, guard, source, captured)
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
@@ -365,49 +367,6 @@ def _finish() -> int:
     except Exception:
         pass
     return 0
-
-
-def _tamper_check(check, guard, source) -> dict:
-    """Only changes the student's own code made: torch's side effects (schedulers, compile, hooks) never count."""
-    findings = guard.findings
-    shown = ", ".join(findings[:8]) + (f" and {len(findings) - 8} more" if len(findings) > 8 else "")
-    first = next((n for n in guard.lines if n), None)
-    location = source.where(first) if (source is not None and first) else None
-    return check("tamper", "fail", {"changed": findings[:40]},
-                 "no changes to torch, builtins or the grader, and no use of the grader's own code",
-                 f"your code changed what the checks rely on: {shown}. The originals were put back before the "
-                 "checks continued; tampering is reported as a finding of its own.",
-                 data={"changed": findings[:100], "lines": guard.lines[:100], "accepted": guard.accepted[:40]},
-                 location=location)
-
-
-def _add_integrity(result, check, audit, guard, source, captured):
-    """What the student's code tried outside its lane (check `forbidden-ops`), and how much it printed."""
-    for name, line, where in guard.module_changes:
-        if name.split(".")[0] in ("torch", "harness", "reference_model", "mutants", "mtxdiag"):
-            audit.add_finding("sys.modules", name, line)
-    attempts = audit.attempts()
-    result["output_chars"] = captured.size + captured.dropped
-    if not attempts:
-        return
-    for r in attempts:
-        r["location"] = source.where(r["line"]) if (source is not None and r.get("line")) else None
-
-    def one(r):
-        shown = (r.get("location") or {}).get("cell_line") or r.get("line")
-        at = f" at line {shown}" if shown else ""
-        outcome = {True: "blocked", False: "not blocked", None: "outcome unknown"}[r["blocked"]]
-        times = f", {r['count']} times" if r["count"] > 1 else ""
-        return f"{r['op']} {r['target']}{at} ({outcome}{times}; {r['via']}, during {r['during']})"
-    shown = "; ".join(one(r) for r in attempts[:10]) + (f"; and {len(attempts) - 10} more" if len(attempts) > 10
-                                                         else "")
-    first = next((r["location"] for r in attempts if r.get("location")), None)
-    result["checks"].insert(0, check(
-        "forbidden-ops", "fail", len(attempts) + audit.dropped,
-        "no network, no files or folders outside the submission's own, no processes, no native code",
-        f"your code tried: {shown}"[:1900],
-        data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
-        location=first))
 
 
 def _safe_tb(e) -> str:

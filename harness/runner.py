@@ -15,14 +15,13 @@ environment) and a sequence number; the result is the last line, and it counts
 only if the child then exits with status 0. A line without the key (a forged
 or garbage write to the pipe), a message out of order, or a pipe closed by the
 submission is recorded as tampering (check `result-channel`), never as a
-result. stdout and stderr are drained in threads and kept only up to a bound.
-The parent also scans the submission's text for code that reaches into the
-grader's process (scan.scan_source; check `tamper-static`).
+result. stdout and stderr are drained in threads and kept only up to a bound
+(result_pipe.py reads the pipes). The parent also scans the submission's
+text for code that reaches into the grader's process (scan.scan_source;
+check `tamper-static`).
 """
 from __future__ import annotations
 
-import hmac
-import json
 import os
 import re
 import resource
@@ -32,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,13 +38,13 @@ from pathlib import Path
 from . import sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
+from .result_pipe import Drain, ResultChannel
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
 EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
 PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood")   # check ids only the parent may report
-_PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 @dataclass
@@ -59,104 +57,6 @@ class Limits:
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
     output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
     load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
-
-
-class _Drain(threading.Thread):
-    """Read a pipe to the end, keeping at most `limit` bytes; optionally hand complete lines to `on_line`."""
-
-    def __init__(self, fd, limit, on_line=None, on_end=None):
-        super().__init__(daemon=True)
-        self.fd, self.limit, self.on_line, self.on_end = fd, limit, on_line, on_end
-        self.buf, self.size, self.dropped = bytearray(), 0, 0
-        self.size_seen = 0           # every byte read, kept or not
-
-    def run(self):
-        pending, overflow = b"", False
-        while True:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            self.size_seen += len(chunk)
-            if self.on_line is None:
-                room = self.limit - len(self.buf)
-                if room > 0:
-                    self.buf += chunk[:room]
-                self.dropped += max(0, len(chunk) - max(room, 0))
-                continue
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                self.on_line(line)
-            if len(pending) > self.limit:
-                pending, overflow = b"", True
-        os.close(self.fd)
-        if self.on_end:
-            self.on_end(pending, overflow)
-
-    def text(self):
-        t = self.buf.decode("utf-8", "replace")
-        return t + (f"\n[... {self.dropped:,} more bytes not kept]" if self.dropped else "")
-
-
-class _Channel:
-    """The parent's reading of the private result pipe.
-
-    Authentic lines are JSON objects with the run's key and consecutive sequence numbers: phases, then one
-    result. Everything else is counted (`rejected`) or breaks the channel (`broken`): both are tampering."""
-
-    def __init__(self, nonce: str, t0: float, on_event=None):
-        self.nonce, self.t0, self.on_event = nonce, t0, on_event
-        self.seq, self.result, self.done = 0, None, False
-        self.phase, self.phases = None, []
-        self.rejected, self.broken = 0, None
-
-    def on_line(self, line: bytes):
-        if not line.strip():
-            self.rejected += 1
-            return
-        try:
-            msg = json.loads(line)
-            key = msg.get("nonce") if isinstance(msg, dict) else None
-            authentic = isinstance(key, str) and hmac.compare_digest(key.encode("utf-8", "replace"),
-                                                                     self.nonce.encode())
-        except (ValueError, RecursionError, TypeError):
-            authentic = False
-        if not authentic:
-            self.rejected += 1
-            return
-        if self.done or msg.get("seq") != self.seq:
-            self.broken = self.broken or "messages with the run's key arrived out of order or after the result"
-            return
-        self.seq += 1
-        ev, name = msg.get("event"), msg.get("name")
-        if ev == "phase" and isinstance(name, str) and _PHASE.fullmatch(name):
-            self.phase = name
-            self.phases.append((name, round(time.monotonic() - self.t0, 2)))
-            if self.on_event:
-                try:
-                    self.on_event(name)
-                except Exception:
-                    pass
-        elif ev == "result":
-            self.result, self.done = msg.get("result"), True
-        else:
-            self.broken = self.broken or "an unknown message with the run's key"
-
-    def on_end(self, pending: bytes, overflow: bool):
-        if pending.strip() or overflow:
-            self.rejected += 1      # an unterminated or oversized write: never the grader's
-
-    def problems(self) -> list[str]:
-        out = []
-        if self.rejected:
-            out.append(f"{self.rejected} line(s) written to the grader's private result channel did not come from "
-                       "the grader (forged or garbage output)")
-        if self.broken:
-            out.append(self.broken)
-        return out
 
 
 def _limits(lim: Limits, nproc: int | None):
@@ -221,7 +121,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         return ChildOutcome(None, "grader-fault", str(e), seconds=time.monotonic() - t0)
     work = Path(tempfile.mkdtemp(prefix="mtxdiag-"))
     nonce, token = secrets.token_hex(16), secrets.token_hex(12)
-    chan = _Channel(nonce, t0, on_event)
+    chan = ResultChannel(nonce, t0, on_event)
     proc = None
     try:
         if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
@@ -251,9 +151,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             raise
         finally:
             os.close(w), os.close(key_r)
-        res = _Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
-        out = _Drain(os.dup(proc.stdout.fileno()), MAX_OUTPUT_BYTES)
-        err = _Drain(os.dup(proc.stderr.fileno()), MAX_OUTPUT_BYTES)
+        res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
+        out = Drain(os.dup(proc.stdout.fileno()), MAX_OUTPUT_BYTES)
+        err = Drain(os.dup(proc.stderr.fileno()), MAX_OUTPUT_BYTES)
         proc.stdout.close(), proc.stderr.close()
         for d in (res, out, err):
             d.start()
@@ -406,7 +306,7 @@ def _empty_payload(assignment: str) -> dict:
             "assignment": assignment if assignment in ("reversal", "block", "lm") else None}
 
 
-def _flood(out: "_Drain", err: "_Drain", result, lim: Limits) -> dict | None:
+def _flood(out: Drain, err: Drain, result, lim: Limits) -> dict | None:
     """How much the run printed: through print() (the child counts what it did not keep) and straight to
     descriptors 1 and 2 (counted here); None when within the limit."""
     child = result.get("output_chars") if isinstance(result, dict) else None

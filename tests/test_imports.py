@@ -130,4 +130,4 @@ def test_no_probe_imports_another_probes_private_names():
 def test_no_module_is_too_big_to_enter():
     """No harness module over about 450 lines, except data tables (there are none at present)."""
     big = {n: len(p.read_text().splitlines()) for n, p in modules().items()}
-    assert {n: k for n, k in big.items() if k > 480} == {}
+    assert {n: k for n, k in big.items() if k > 450} == {}

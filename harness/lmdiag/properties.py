@@ -6,7 +6,8 @@ failure means when the measurement shows the mechanism itself (which coordinate 
 mixes, the factor the scores are scaled by, the weight a masked key gets); a failure that
 shows only a symptom gets a generic cause at lower confidence. A check whose call raises is
 skipped (None): a failed measurement is never evidence. Training-side components (loss,
-optimizer, schedule, clipping, batches) are in properties_train.py.
+optimizer, schedule, clipping, batches) are in properties_train.py; the measuring itself (run,
+prop, the causal dependency map) in measure.py.
 """
 from __future__ import annotations
 
@@ -15,28 +16,7 @@ import math
 import torch
 
 from .inputs import block_weights, lm_weights, LM_CONFIG
-
-
-class Skip(Exception):
-    """The measurement could not be made (the student's call raised or returned a non-tensor)."""
-
-
-def run(fn, *args, **kw):
-    try:
-        with torch.no_grad():
-            out = fn(*args, **kw)
-    except Exception as e:                                   # noqa: BLE001 - reported by the interface step
-        raise Skip(f"{type(e).__name__}: {e}") from None
-    if not isinstance(out, torch.Tensor):
-        raise Skip(f"returned {type(out).__name__}")
-    return out.detach().double()
-
-
-def prop(pid, component, what, measured, expected, passed, cause=None, confidence=0.6):
-    measured = round(float(measured), 6) if isinstance(measured, float) else measured
-    return {"id": pid.replace("_", "-"), "component": component, "what": what, "measured": measured,
-            "expected": expected, "passed": bool(passed), "cause": None if passed else cause,
-            "confidence": 0.0 if passed else confidence}
+from .measure import causal_prop, dependency, prop, run, Skip
 
 
 def _g(seed=0):
@@ -293,37 +273,6 @@ def _rope64(theta, dh):
     r = RotaryPositionalEmbedding(theta, dh, 64)
     r.cos, r.sin = r.cos.double(), r.sin.double()
     return r
-
-
-def dependency(outputs_fn, x, n):
-    """dep[t][s]: does the output at t change when the input at s changes (s perturbed alone)."""
-    base = outputs_fn(x)
-    dep = []
-    for s in range(n):
-        xp = x.clone()
-        xp[:, s] = xp[:, s] + 1.0 if xp.is_floating_point() else (xp[:, s] + 1) % 60
-        diff = (outputs_fn(xp) - base).abs().amax(dim=(0, -1))       # (n,)
-        dep.append([bool(v > 1e-6) or not bool(torch.isfinite(v)) for v in diff])
-    return [[dep[s][t] for s in range(n)] for t in range(n)]
-
-
-def causal_prop(component, dep, row0_finite=True):
-    n = len(dep)
-    future = [(t, s) for t in range(n) for s in range(t + 1, n) if dep[t][s]]
-    past = [(t, s) for t in range(n) for s in range(t) if dep[t][s]]
-    cause, conf = "future-tokens-visible", 0.6
-    if not row0_finite:
-        cause, conf = "causal-diagonal-masked", 0.7
-    elif future and all(s == t + 1 for t, s in future) and len(future) == n - 1:
-        cause, conf = "causal-mask-off-by-one", 0.85
-    elif future and not past:
-        cause, conf = "causal-mask-inverted", 0.8
-    elif len(future) == n * (n - 1) // 2:
-        cause, conf = "causal-mask-missing", 0.7
-    passed = not future and row0_finite
-    return prop(f"{component}-causal", component, "the output at t does not depend on tokens after t",
-                f"{len(future)} (t, later s) pairs depend" + ("" if row0_finite else "; first position not finite"),
-                "0", passed, cause, conf)
 
 
 def mha_props(fn, component="mha"):

@@ -8,7 +8,8 @@ import math
 import torch
 
 from .inputs import batch_summary
-from .properties import EXTRA, Skip, prop, run
+from .measure import prop, run, Skip
+from .properties import EXTRA
 
 
 def _g(seed):
