@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding,
-               lm_components, lm_properties, lm_training, model_wiring, padding, positional, properties, training)
+from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
+               decoding, lm_components, lm_properties, lm_training, model_wiring, padding, positional,
+               properties, training)
 
 
 @dataclass(frozen=True)
