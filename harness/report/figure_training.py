@@ -105,13 +105,7 @@ def lr_trace(trace: dict) -> Figure:
     ax.plot(steps, v, color=BLUE, lw=2.2, label="yours")
     ax.plot(steps, lesson_schedule(n)[steps - 1], color=ORANGE, ls="--", lw=1.3,
             label="lesson: linear warmup to 1e-3 over 400 steps")
-    if np.nanmin(np.where(np.isfinite(v), v, np.inf)) > 0:
-        ax.set_yscale("log")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("learning rate")
-    ax.grid(alpha=0.25, lw=0.5)
-    ax.legend(loc="lower right", frameon=False)
-    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.18, top=0.95)
+    _curve_axes(fig, ax, v, "optimizer step", "learning rate", "lower right")
     fin = v[np.isfinite(v)]
     first, peak = (float(fin[0]), float(fin.max())) if fin.size else (math.nan, math.nan)
     peak_step = int(steps[np.nanargmax(np.where(np.isfinite(v), v, -np.inf))]) if fin.size else 0
@@ -120,6 +114,17 @@ def lr_trace(trace: dict) -> Figure:
            f"the lesson's schedule (dashed) warms up linearly to 1e-3 over 400 steps.")
     cap = f"lr {first:.2e} at step 1, peak {peak:.2e} (near step {peak_step}); lesson: 2.5e-06 at step 1, 1e-3 from step 400"
     return to_figure(fig, alt, cap)
+
+
+def _curve_axes(fig, ax, v, xlabel: str, ylabel: str, legend: str):
+    """One curve's axes: a log scale when every value is positive, labels, a light grid, the legend."""
+    if np.nanmin(np.where(np.isfinite(v), v, np.inf)) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.25, lw=0.5)
+    ax.legend(loc=legend, frameon=False)
+    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.18, top=0.95)
 
 
 @styled
@@ -133,13 +138,7 @@ def overfit(curve) -> Figure:
     ax.plot(steps, v, color=BLUE, lw=1.6, label="your model, one fixed batch of 8")
     ax.axhline(0.05, color=VERMILION, ls="--", lw=1, label="pass: < 0.05 within 400 steps")
     ax.axhline(0.005, color=GREY, ls=":", lw=1, label="reference: < 0.005 by ~150 steps")
-    if np.nanmin(np.where(np.isfinite(v), v, np.inf)) > 0:
-        ax.set_yscale("log")
-    ax.set_xlabel("Adam step (lr 1e-3, dropout 0)")
-    ax.set_ylabel("loss")
-    ax.grid(alpha=0.25, lw=0.5)
-    ax.legend(loc="upper right", frameon=False)
-    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.18, top=0.95)
+    _curve_axes(fig, ax, v, "Adam step (lr 1e-3, dropout 0)", "loss", "upper right")
     fin = v[np.isfinite(v)]
     last = float(fin[-1]) if fin.size else math.nan
     alt = (f"Loss on one fixed batch over {int(steps[-1])} steps, log scale, from {fmt(float(fin[0]), 3)} "
