@@ -227,14 +227,20 @@ def main(argv=None):
     stack_file = open("stack.txt", "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=False)
 
+    t_start = time.perf_counter()
     import torch  # before student code: the probes hold references taken now
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
+    t_torch = time.perf_counter()
     slowdown = _calibrate()
+    t_cal = time.perf_counter()
     from . import loader
     from .capture import capture
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
+    # the child's fixed costs before the submission loads (bench/profile_check.py reads them)
+    startup = {"torch_import_s": t_torch - t_start, "calibrate_s": t_cal - t_torch,
+               "probe_imports_s": time.perf_counter() - t_cal}
 
     guard = capture()
     GuardedContext = _guarded_context(Context, StudentError, guard)
@@ -244,7 +250,7 @@ def main(argv=None):
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()
-    result = {"checks": [], "skipped_code": [], "artifacts": {}, "timings": {}, "load": {"ok": False}}
+    result = {"checks": [], "skipped_code": [], "artifacts": {}, "timings": dict(startup), "load": {"ok": False}}
     send({"event": "phase", "name": "load"})
     from . import lm_loader
     raw = None

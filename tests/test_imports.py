@@ -131,3 +131,22 @@ def test_no_module_is_too_big_to_enter():
     """No harness module over about 450 lines, except data tables (there are none at present)."""
     big = {n: len(p.read_text().splitlines()) for n, p in modules().items()}
     assert {n: k for n, k in big.items() if k > 450} == {}
+
+
+def test_the_parent_path_does_not_import_torch():
+    """The parent only reads the child's result and applies the rules: torch (~1.3 s to import) is the child's.
+    A fresh interpreter, so that nothing imported before hides an import."""
+    code = ("import harness.cli, harness.api, harness.engine, harness.causes, harness.report.terminal\n"
+            "import harness.report.html\n"
+            "import sys\n"
+            "assert 'torch' not in sys.modules, 'torch imported by the parent path'\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_the_parent_lm_table_is_the_childs():
+    """harness/lm_table.py (torch-free, for the parent) and the probes' table must not drift apart."""
+    from harness import lm_table
+    from harness.probes import lm_common
+    assert lm_table.COMPONENTS == lm_common.COMPONENTS
+    assert lm_table.ADAPTER == lm_common.ADAPTER and lm_table.DEPS == lm_common.DEPS

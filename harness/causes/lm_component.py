@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..probes.lm_common import ADAPTER, COMPONENTS, DEPS
+from ..lm_table import ADAPTER, COMPONENTS, DEPS
 from .base import Cause, Finding, say
 from .load_failures import FORWARD, MISSING_MODULE
 

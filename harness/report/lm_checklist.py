@@ -1,7 +1,7 @@
 """The `lm` report's component checklist, in the assignment's build order (terminal and HTML share it)."""
 from __future__ import annotations
 
-from ..probes.lm_common import ADAPTER, COMPONENTS
+from ..lm_table import ADAPTER, COMPONENTS
 
 MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
 

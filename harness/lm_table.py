@@ -1,0 +1,27 @@
+"""The `lm` component table, without torch: the parent's rules (harness/causes/lm_component.py) need it, and
+the parent must not pay torch's import (~1.3 s) to read a table. harness/probes/lm_common.py holds the same
+table for the child (tests/test_imports.py keeps the two equal)."""
+from __future__ import annotations
+
+# (component, adapter, components it is normally built from) in the assignment's build order.
+COMPONENTS = (
+    ("linear", "run_linear", ()),
+    ("embedding", "run_embedding", ()),
+    ("rmsnorm", "run_rmsnorm", ()),
+    ("silu", "run_silu", ()),
+    ("swiglu", "run_swiglu", ("linear", "silu")),
+    ("softmax", "run_softmax", ()),
+    ("sdpa", "run_scaled_dot_product_attention", ("softmax",)),
+    ("rope", "run_rope", ()),
+    ("mha", "run_multihead_self_attention", ("linear", "sdpa")),
+    ("mha-rope", "run_multihead_self_attention_with_rope", ("mha", "rope")),
+    ("block", "run_transformer_block", ("rmsnorm", "swiglu", "mha-rope")),
+    ("lm", "run_transformer_lm", ("embedding", "block", "rmsnorm", "linear")),
+    ("cross-entropy", "run_cross_entropy", ()),
+    ("adamw", "get_adamw_cls", ()),
+    ("lr-schedule", "run_get_lr_cosine_schedule", ()),
+    ("gradient-clipping", "run_gradient_clipping", ()),
+    ("get-batch", "run_get_batch", ()),
+)
+ADAPTER = {c: a for c, a, _ in COMPONENTS}
+DEPS = {c: d for c, _, d in COMPONENTS}
