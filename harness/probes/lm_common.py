@@ -233,9 +233,40 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
+    if c["status"] == "pass":        # these functions are right: a divergence is located at their callers
+        ctx.cache.setdefault("lm_passing_functions", set()).update((f, line) for f, line, _ in c["data"]["functions"])
+    elif c["status"] == "fail":
+        bad = next((r for r in rows if not r["ok"]), None)
+        locate(ctx, comp, c, dict(cases).get(bad["case"]) if bad else None, bad)
     if c["status"] == "fail" and redraw is not None and fingerprint is not None:
         attach(c, fingerprint(ctx, comp, redraw))    # passed in by the caller: lm_fingerprint imports this module
     return [c]
+
+
+def locate(ctx, comp: str, c: dict, build, row: dict | None):
+    """The check's location: the first op of the student's whose value the reference never computes on the
+    failing case (probes/lm_divergence.py); nothing when it cannot be told."""
+    from . import lm_divergence as div
+    if build is None or "shape" in (row or {}):
+        return
+    import reference_model.lm as ref_model
+    ref_files = {ref_model.__file__: "reference_model/lm.py", reference().__file__: "reference_model/lm_adapters.py"}
+    try:
+        args = build()
+        with ctx.student(f"{ADAPTER[comp]} (first divergence)", seconds=ctx.budget(10.0)):
+            mine, result = div.record(dict(lm_loader.STATE.files), getattr(ctx.module, ADAPTER[comp]), args)
+        theirs, _ = div.record(ref_files, getattr(reference(), ADAPTER[comp]), build())
+        inputs = div.inputs_of(args)
+        rtol = min(1e-4, float(row.get("max_rel") or 1.0) / 10) if row else 1e-4
+        found = div.first_divergence(mine, result, theirs, inputs, rtol,
+                                     frozenset(ctx.cache.get("lm_passing_functions", ())))
+    except (StudentError, ProbeTimeout, MemoryError):
+        return
+    except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
+        return
+    if found:
+        c["data"]["divergence"] = found
+        c["location"] = {"file": found["file"], "line": found["line"]}
 
 
 def attach(c: dict, fp: dict | None):
