@@ -39,6 +39,7 @@ class Op:
     out_ids: list
     index: int = 0
     consumers: list = field(default_factory=list)
+    passes_on: bool = False   # returns one of its inputs unchanged (.to to the same dtype, .contiguous)
 
 
 class Recorder(TorchFunctionMode):
@@ -53,10 +54,12 @@ class Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
         if name in _META or len(self.ops) >= self.limit:
-            return out
+            return func(*args, **kwargs)
+        given = _tensors(args) + _tensors(list(kwargs.values()))
+        ins = [self._made(t) for t in given]          # before the call: an in-place op changes its input
+        out = func(*args, **kwargs)
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         if out is None and name in _IN_PLACE_RETURNS_NONE and args and isinstance(args[0], torch.Tensor):
             outs = [args[0]]
@@ -65,8 +68,9 @@ class Recorder(TorchFunctionMode):
         stack = self._stack()
         if not stack:
             return out
-        ins = [self.producer.get(id(t)) for t in _tensors(args) + _tensors(list(kwargs.values()))]
         op = Op(name, stack, ins, [t.detach().clone() for t in outs[:2]], [id(t) for t in outs[:2]], len(self.ops))
+        arg_ids = {id(t) for t in _tensors(args)}
+        op.passes_on = id(outs[0]) in arg_ids and not name.endswith("_") and name not in _IN_PLACE_RETURNS_NONE
         for p in ins:
             if p is not None:
                 self.ops[p].consumers.append(op.index)
@@ -75,6 +79,16 @@ class Recorder(TorchFunctionMode):
         self.keep.extend(outs)
         self.ops.append(op)
         return out
+
+    def _made(self, t: torch.Tensor):
+        """The op whose output t still is; a parameter rewritten since (load_state_dict copies the given
+        weights in without a recorded op) holds an input."""
+        p = self.producer.get(id(t))
+        if p is not None and isinstance(t, torch.nn.Parameter):
+            last = self.ops[p].outs[self.ops[p].out_ids.index(id(t))] if id(t) in self.ops[p].out_ids else None
+            if last is None or last.shape != t.shape or not torch.equal(last, t.detach()):
+                return None
+        return p
 
     def _stack(self, depth: int = 8) -> tuple:
         out, f = [], sys._getframe(2)
@@ -144,7 +158,7 @@ class Index:
     def __init__(self, ops: list[Op], inputs: list, rtol: float):
         self.rtol, self.buckets = rtol, {}
         for op in ops:
-            for t in op.outs:
+            for t in op.outs if not op.passes_on else ():     # a passed-on value is indexed where it was made
                 self._add(t, op.index)
         for t in inputs:
             self._add(t.detach(), None)
@@ -153,24 +167,28 @@ class Index:
         self.buckets.setdefault(tuple(sorted(t.shape)), []).append((t, where))
 
     def find(self, t: torch.Tensor):
-        """(True, reference op index or None for an input) when some reference value equals t, else (False, None)."""
-        for r, where in self.buckets.get(tuple(sorted(t.shape)), []):
-            if r.shape == t.shape:
-                if _close(t, r, self.rtol):
+        """(True, reference op index or None for an input) when some reference value equals t, else (False, None).
+        The same shape is preferred to a permutation of the axes; the latest such value to earlier ones."""
+        bucket = self.buckets.get(tuple(sorted(t.shape)), [])
+        for r, where in reversed(bucket):
+            if r.shape == t.shape and _close(t, r, self.rtol):
+                return True, where
+        if t.dim() <= 4:                # the same values with the axes in another order (a layout choice)
+            for r, where in reversed(bucket):
+                if r.shape != t.shape and any(tuple(t.shape[p] for p in perm) == tuple(r.shape) and
+                                              _close(t.permute(perm), r, self.rtol)
+                                              for perm in itertools.permutations(range(t.dim()))):
                     return True, where
-            elif t.dim() <= 4:          # the same values with the axes in another order (a layout choice)
-                for perm in itertools.permutations(range(t.dim())):
-                    if tuple(t.shape[p] for p in perm) == tuple(r.shape) and _close(t.permute(perm), r, self.rtol):
-                        return True, where
         return False, None
 
 
 def first_divergence(student: Recorder, result, reference: Recorder, inputs: list, rtol: float = 1e-4,
-                     passing: frozenset = frozenset()):
+                     passing: frozenset = frozenset(), expected=None):
     """{file, line, op, how} where the student's wrong output starts, or None when it cannot be told.
 
-    passing: (file, first line) of the student's functions that ran for components that pass: a line in
-    one of them is not where the bug is, the line that calls it (with other arguments) is."""
+    passing: (file, line) of the student's lines that ran for components that pass: such a line is not
+    where the bug is, the line that calls its function (with other arguments) is.
+    expected: the reference's output on the same input (an output equal to it has no divergence)."""
     ops = student.ops
     if not ops:
         return None
@@ -182,6 +200,9 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
         sink = bad[-1] if bad else None
     if sink is None:
         return None
+    if isinstance(result, torch.Tensor) and isinstance(expected, torch.Tensor) and \
+            _close(result.detach(), expected.detach(), rtol):
+        return None               # right on this input
     if matched[sink][0]:          # the output is a value the reference computes on the way: steps were skipped
         where = _skipped_after(student, sink, None, matched, reference)
         return None if where is None else _found(where, ops[sink], "stops early after", ops, passing)
@@ -208,8 +229,8 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
 def _found(where, op: Op, how: str, ops: list, passing) -> dict:
     """The location; a frame of a passing component's function is replaced by the first caller outside them."""
     stack = op.stack[[e[2] for e in op.stack].index(where[2]):] if where in op.stack else (where,)
-    for e in stack:
-        if (e[0], e[3]) not in passing:
+    for e in stack:               # a line that ran for a component that passes: the line calling it is blamed
+        if (e[0], e[1]) not in passing:
             where = e
             break
     return {"file": where[0], "line": where[1], "op": op.name, "how": how, "index": op.index, "ops": len(ops)}
@@ -220,8 +241,19 @@ def _skipped_after(student: Recorder, p: int, root, matched: dict, reference: Re
     that value with an op the student did not apply (root: the student's next op, or None at the output)."""
     if matched[p][1] is None:
         return None
+    while True:                   # back through ops that pass the same value on (.to, .contiguous): where it was made
+        q = student.ops[p].ins[0] if student.ops[p].ins else None
+        if q is None or q >= p or matched[q][1] != matched[p][1]:
+            break
+        p = q
     ref_op = reference.ops[matched[p][1]]
-    nxt = [reference.ops[c] for c in ref_op.consumers]
+    nxt, todo = [], list(ref_op.consumers)
+    while todo:                   # the reference's next steps, through its own pass-through ops
+        c = reference.ops[todo.pop(0)]
+        if c.passes_on:
+            todo.extend(c.consumers)
+        else:
+            nxt.append(c)
     if not nxt or (root is not None and any(c.name == root.name for c in nxt)):
         return None
     made = student.ops[p].stack
@@ -242,3 +274,50 @@ def _common_depth(made: tuple, used: tuple) -> int:
         if e[2] in tokens:
             return k
     return len(made) - 1
+
+
+# -- plain numbers (the learning-rate schedule): the first line that makes a number the reference never makes --
+def record_values(files: dict, fn, args: tuple) -> list:
+    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
+    out, last = [], {}
+
+    def numbers(frame):
+        return {k: v for k, v in frame.f_locals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def local(frame, event, arg):
+        shown = files[frame.f_code.co_filename]
+        line, before = last.get(id(frame), (None, {}))
+        now = numbers(frame)
+        if line is not None:
+            out.extend((shown, line, float(v)) for k, v in now.items() if before.get(k) != v)
+        if event == "return":
+            if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+                out.append((shown, frame.f_lineno, float(arg)))
+            last.pop(id(frame), None)
+        else:
+            last[id(frame)] = (frame.f_lineno, now)
+        return local
+
+    def trace(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in files:
+            last[id(frame)] = (None, numbers(frame))
+            return local
+        return None
+    old = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        fn(*args)
+    except Exception:                  # noqa: BLE001 - the lines recorded so far are still evidence
+        pass
+    finally:
+        sys.settrace(old)
+    return out
+
+
+def first_new_number(student: list, reference: list, args: tuple = (), rtol: float = 1e-9) -> dict | None:
+    """{file, line} of the first number the student's code made that neither the reference made nor was given."""
+    known = [v for _, _, v in reference] + [float(a) for a in args if isinstance(a, (int, float))]
+    for shown, line, v in student:
+        if not any(abs(v - r) <= rtol * max(1.0, abs(r)) for r in known):
+            return {"file": shown, "line": line, "op": "=", "how": "computes", "value": v}
+    return None
