@@ -29,6 +29,7 @@ class Case:
     assignment: str = "auto"
     bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
     component: str | None = None  # lm: the component the mutant's edit is in (the top diagnosis must name it)
+    bug_file: str | None = None   # lm: the repository file the edit is in (the reported file must end with it)
 
 
 def changed_lines(before: str, after: str) -> tuple:
@@ -87,10 +88,19 @@ def lm_cases(tmp: Path) -> list[Case]:
     for p in sorted(correct.glob("*")) if correct.is_dir() else []:
         if p.suffix == ".py" or (p.is_dir() and (p / "tests" / "adapters.py").is_file()):
             out.append(Case(f"corpus/lm/{p.name}", p, None, "lm"))
+    reference = reference_repo_files()
     for m in LM_MUTANTS:
-        out.append(Case(m.id, write_repo(m.id, mutant_repo_files(m)), m.cause, "lm",
-                        component=m.component.replace("_", "-")))
+        files = mutant_repo_files(m)
+        rel = lm_mutated_file(m)      # line numbers of the exported file (its docstring is replaced)
+        out.append(Case(m.id, write_repo(m.id, files), m.cause, "lm", changed_lines(reference[rel], files[rel]),
+                        component=m.component.replace("_", "-"), bug_file=rel))
     return out
+
+
+def lm_mutated_file(m) -> str:
+    """The repository file an lm mutant's edit is in: the adapters or the model module."""
+    from mutants.lm_export import ADAPTERS, MODULE, PACKAGE
+    return "tests/adapters.py" if m.reference == ADAPTERS else f"{PACKAGE}/{MODULE}.py"
 
 
 def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
@@ -104,8 +114,11 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
                "others": [(d["id"], d["confidence"]) for d in diags[1:]],
                "verdict": r["verdict"], "seconds": round(time.monotonic() - t, 2),
                "line": ((diags[0].get("location") or {}).get("line") if diags else None),
-               "bug_lines": list(case.bug_lines)}
+               "file": ((diags[0].get("location") or {}).get("file") if diags else None),
+               "bug_lines": list(case.bug_lines), "bug_file": case.bug_file}
         row["line_ok"] = row["line"] in case.bug_lines if case.bug_lines else None
+        if case.bug_file and row["line_ok"]:      # lm: a repository; the line must be in the mutated file
+            row["line_ok"] = str(row["file"] or "").replace("\\", "/").endswith(case.bug_file)
         row["ok"] = (row["top"] == case.expected) if case.expected else r["verdict"] == "clean"
         if case.component:            # lm, first round: the top diagnosis names the mutant's component
             row["top_component"] = diags[0].get("component") if diags else None
@@ -146,8 +159,10 @@ def table(rows, summary) -> str:
         mark = "yes" if r["ok"] and not r["second_strong"] else "NO"
         extra = "" if not r["second_strong"] else "  second >= 0.5: " + \
             ", ".join(f"{i} {c}" for i, c in r["others"] if c >= 0.5)
-        where = "" if not r["expected"] else \
-            f"  {r['line']} ({','.join(map(str, r['bug_lines'][:4]))}){'' if r['line_ok'] else ' !'}"
+        shown = r["line"] if not r.get("bug_file") else f"{str(r.get('file') or '?').split('/')[-1]}:{r['line']}"
+        bug = ','.join(map(str, r['bug_lines'][:4]))
+        bug = bug if not r.get("bug_file") else f"{r['bug_file'].split('/')[-1]}:{bug}"
+        where = "" if not r["expected"] else f"  {shown} ({bug}){'' if r['line_ok'] else ' !'}"
         lines.append(f"{r['case']:{w}}  {exp:28}  {top:28}  {mark:4} {r['seconds']:5.1f}{where}{extra}")
     s = summary
     lines.append(f"\nmutants: {s['top1_correct']}/{s['mutants']} top-1 correct ({s['accuracy']:.0%}); "

@@ -214,7 +214,8 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
         ('register_buffer("sin", angles.sin()', 'register_buffer("sin", angles.cos()')],
        "RoPE's cos and sin tables are swapped",
        "With sin where cos belongs, position 0 is no longer the identity (cos(0) = 1 became sin(0) = 0): "
-       "the map is a rotation by pi/2 - angle, which is not relative in the positions.",
+       "each pair is rotated by pi/2 - angle instead of angle. Scores stay relative in the positions but see the "
+       "offset mirrored (m - n becomes n - m), and no vector is left unchanged at position 0.",
        "At position 0 every angle is 0 and RoPE leaves the vector unchanged."),
     _m("lm-mha-rope-on-values", "rope-on-values", "mha_rope",
        [("            k = self.rope(k, positions)\n",

@@ -104,7 +104,7 @@ class ComponentRule:
         explains = (f"lm-{comp}",) + _downstream(comp) + tuple(p["id"] for p in props)
         own = [p for p in props if p["status"] == "fail" and p["data"]["component"] == comp]
         fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None
-        if self.kind == "mismatch" and fp and fp.get("cause"):
+        if self.kind in ("mismatch", "error") and fp and fp.get("cause"):
             # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
             also = f" (also equal to: {', '.join(fp['also_matches'])})" if fp.get("also_matches") else ""
             f = Finding(0.95 if not fp.get("also_matches") else 0.8,

@@ -107,25 +107,37 @@ def call(ctx, comp: str, args: tuple, case: str):
 
 
 def _traced(ctx, comp: str, fn, args):
-    """Call fn, remembering which of the student's functions ran (file, first line, name), in first-call order.
+    """Call fn, remembering which of the student's functions ran (file, first line, name), in first-call order,
+    and which of the student's lines ran.
 
-    The parent locates a failing component at the first function that ran for it and for no passing one."""
+    The parent locates a failing component at the first function that ran for it and for no passing one; the
+    first divergence (lm_divergence) moves off lines that ran for a passing component."""
     import sys
     seen = ctx.cache.setdefault("lm_functions", {}).setdefault(comp, {})
+    lines = ctx.cache.setdefault("lm_lines", {}).setdefault(comp, set())
     files = lm_loader.STATE.files
 
-    def prof(frame, event, arg):
-        if event == "call":
-            co = frame.f_code
-            shown = files.get(co.co_filename)
-            if shown and len(seen) < 40:
-                seen.setdefault((shown, co.co_firstlineno), getattr(co, "co_qualname", co.co_name))
-    old = sys.getprofile()
-    sys.setprofile(prof)
+    def local(frame, event, arg):
+        if event == "line" and len(lines) < 5000:
+            lines.add((files.get(frame.f_code.co_filename), frame.f_lineno))
+        return local
+
+    def trace(frame, event, arg):
+        if event != "call":
+            return None
+        co = frame.f_code
+        shown = files.get(co.co_filename)
+        if not shown:
+            return None
+        if len(seen) < 40:
+            seen.setdefault((shown, co.co_firstlineno), getattr(co, "co_qualname", co.co_name))
+        return local
+    old = sys.gettrace()
+    sys.settrace(trace)
     try:
         return fn(*args)
     finally:
-        sys.setprofile(old)
+        sys.settrace(old)
 
 
 def functions_ran(ctx, comp: str) -> list:
@@ -230,12 +242,46 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
                 ref32 = ref(*build()).detach()
             rows.append(compare(comp, desc, got, ref64, ref32))
     except Outcome as o:
+        if (o.check.get("data") or {}).get("kind") == "error" and redraw is not None \
+                and fingerprint is not None:      # a bug that raises on some inputs: a known bug's exception?
+            attach(o.check, fingerprint(ctx, comp, redraw))
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
+    if c["status"] == "pass":        # these lines are right: a divergence on one is located at its caller
+        ctx.cache.setdefault("lm_passing_lines", set()).update(ctx.cache.get("lm_lines", {}).get(comp, ()))
+    elif c["status"] == "fail":
+        bad = next((r for r in rows if not r["ok"]), None)
+        locate(ctx, comp, c, dict(cases).get(bad["case"]) if bad else None, bad)
     if c["status"] == "fail" and redraw is not None and fingerprint is not None:
         attach(c, fingerprint(ctx, comp, redraw))    # passed in by the caller: lm_fingerprint imports this module
     return [c]
+
+
+def locate(ctx, comp: str, c: dict, build, row: dict | None):
+    """The check's location: the first op of the student's whose value the reference never computes on the
+    failing case (probes/lm_divergence.py); nothing when it cannot be told."""
+    from . import lm_divergence as div
+    if build is None or "shape" in (row or {}):
+        return
+    import reference_model.lm as ref_model
+    ref_files = {ref_model.__file__: "reference_model/lm.py", reference().__file__: "reference_model/lm_adapters.py"}
+    try:
+        args = build()
+        with ctx.student(f"{ADAPTER[comp]} (first divergence)", seconds=ctx.budget(10.0)):
+            mine, result = div.record(dict(lm_loader.STATE.files), getattr(ctx.module, ADAPTER[comp]), args)
+        theirs, expected = div.record(ref_files, getattr(reference(), ADAPTER[comp]), build())
+        inputs = div.inputs_of(args)
+        rtol = min(1e-4, float(row.get("max_rel") or 1.0) / 10) if row else 1e-4
+        found = div.first_divergence(mine, result, theirs, inputs, rtol,
+                                     frozenset(ctx.cache.get("lm_passing_lines", ())), expected)
+    except (StudentError, ProbeTimeout, MemoryError):
+        return
+    except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
+        return
+    if found:
+        c["data"]["divergence"] = found
+        c["location"] = {"file": found["file"], "line": found["line"]}
 
 
 def attach(c: dict, fp: dict | None):

@@ -211,11 +211,83 @@ def probe(comp: str):
 
 
 def diagnosed(comp: str, probe_fn):
-    """A probe whose failing check gets harness.lmdiag's diagnosis too (see diagnose_further)."""
+    """A probe whose failing check gets harness.lmdiag's diagnosis too (see diagnose_further), and a location
+    (see locate_training)."""
     def fn(ctx):
-        return [diagnose_further(ctx, comp, c) for c in probe_fn(ctx)]
+        return [diagnose_further(ctx, comp, locate_training(ctx, comp, c)) for c in probe_fn(ctx)]
     fn.__name__ = probe_fn.__name__
     return fn
+
+
+def locate_training(ctx, comp: str, c: dict) -> dict:
+    """Where a failing optimizer, clipping or schedule goes wrong (probes/lm_divergence.py): the student's and
+    the reference's code on one small failing input, op by op (tensors) or line by line (plain numbers)."""
+    if c.get("status") != "fail" or c.get("location") or comp not in ("adamw", "gradient-clipping", "lr-schedule"):
+        return c
+    from .. import lm_loader
+    from . import lm_divergence as div
+    from .lm_common import ADAPTER, reference
+    try:
+        with ctx.student(f"{ADAPTER[comp]} (first divergence)", seconds=ctx.budget(10.0)):
+            found = _locate_training(ctx, comp, c, div, dict(lm_loader.STATE.files), reference())
+    except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
+        return c
+    if found:
+        c["data"]["divergence"] = found
+        c["location"] = {"file": found["file"], "line": found["line"]}
+    return c
+
+
+def _reference_files(ref) -> dict:
+    import reference_model.lm as ref_model
+    return {ref_model.__file__: "reference_model/lm.py", ref.__file__: "reference_model/lm_adapters.py"}
+
+
+def _locate_training(ctx, comp, c, div, files, ref):
+    from . import lm_training as tr
+    if comp == "lr-schedule":        # the first iteration that differs, on its setting
+        import ast
+        row = next((r for r in (c.get("data") or {}).get("cases", []) if r.get("first_bad_it") is not None), None)
+        if row is None:
+            return None
+        args = (row["first_bad_it"], *ast.literal_eval(row["case"].split("=", 1)[1].strip()))
+        mine = div.record_values(files, ctx.module.run_get_lr_cosine_schedule, args)
+        theirs = div.record_values(_reference_files(ref), ref.run_get_lr_cosine_schedule, args)
+        return div.first_new_number(mine, theirs, args)
+    if comp == "adamw":              # one step with tiny gradients (where eps shows) and one with unit ones
+        hp = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+        runs = []
+        for scale in (1.0, 1e-4):
+            def setup(scale=scale):
+                params = tr._params(ctx.seed, 130)
+                tr._grads(params, 0, ctx.seed, scale)
+                return params
+            runs.append((setup, lambda cls, params: cls(params, **hp).step(),
+                         lambda params: [params[0].detach().clone(), params[0].grad.clone()] +
+                         [p.detach().clone() for p in params[1:]], ctx.module.get_adamw_cls(), ref.get_adamw_cls()))
+        return _first(div, files, ref, runs, rtol=1e-6)
+    runs = []                        # gradient clipping: above and below the limit
+    for k, (scale, max_norm, _) in enumerate(tr.CLIP_CASES):
+        runs.append((lambda k=k, scale=scale: tr._clip_setup(ctx.seed, k, scale),
+                     lambda fn, ps, m=max_norm: fn(ps, m),
+                     lambda ps: [p.detach().clone() for p in ps] + [p.grad.clone() for p in ps if p.grad is not None],
+                     ctx.module.run_gradient_clipping, ref.run_gradient_clipping))
+    return _first(div, files, ref, runs, rtol=1e-5, result=lambda ps: ps[0].grad)
+
+
+def _first(div, files, ref, runs, rtol, result=lambda params: params[0]):
+    """The first run whose results differ from the reference's: its first divergence."""
+    for setup, run, inputs, mine_obj, ref_obj in runs:
+        a, b = setup(), setup()
+        given = inputs(a)
+        mine, _ = div.record(files, run, (mine_obj, a))
+        theirs, _ = div.record(_reference_files(ref), run, (ref_obj, b))
+        got, want = result(a), result(b)
+        if got is None or want is None or got.shape != want.shape or \
+                float((got.double() - want.double()).abs().max()) <= rtol * float(want.abs().max()):
+            continue
+        return div.first_divergence(mine, got, theirs, given, rtol, expected=want)
+    return None
 
 
 def diagnose_further(ctx, comp: str, c: dict) -> dict:

@@ -21,14 +21,14 @@ def mutants_of(ctx, comp: str) -> list:
     """(mutant, module holding its adapters) for every lm mutant of this component; cached per run."""
     cache = ctx.cache.setdefault("lm_mutants", {})
     if comp not in cache:
-        from mutants import LM_MUTANTS, source
-        from mutants.lm_export import single_file
+        from mutants import LM_MUTANTS
+        from mutants.lm_export import mutant_single_file     # the model or (interface mutants) the adapters edited
         out = []
         for m in LM_MUTANTS:
             if m.component.replace("_", "-") != comp:
                 continue
             mod = types.ModuleType(f"mtxdiag_mutant_{m.id.replace('-', '_')}")
-            exec(compile(single_file(source(m)), f"<mutant {m.id}>", "exec"), mod.__dict__)
+            exec(compile(mutant_single_file(m), f"<mutant {m.id}>", "exec"), mod.__dict__)
             out.append((m, mod))
         cache[comp] = out
     return cache[comp]
@@ -64,14 +64,24 @@ def match_cases(ctx, comp: str, make) -> dict | None:
     cands = mutants_of(ctx, comp)
     if not cands:
         return None
-    try:      # the student's outputs on every draw (an exception now: no fingerprint)
-        drawn = [[(desc, build, as_plain(call(ctx, comp, build(), desc), comp, desc))
-                  for desc, build in make(ctx.seed + 7919 * d)] for d in range(DRAWS)]
+    def student(build, desc):
+        """The output, or ('raised', exception message) when the student's code raised (a bug may raise on some
+        shapes only: x @ W with d_in != d_out)."""
+        try:
+            return as_plain(call(ctx, comp, build(), desc), comp, desc)
+        except Outcome as o:
+            d = o.check.get("data") or {}
+            if d.get("kind") != "error" or not d.get("exception"):      # None, a timeout, an interface error
+                raise
+            return ("raised", str(d.get("message", ""))[:300])
+    try:      # the student's outputs on every draw (None or a timeout now: no fingerprint)
+        drawn = [[(desc, build, student(build, desc)) for desc, build in make(ctx.seed + 7919 * d)]
+                 for d in range(DRAWS)]
     except Outcome:
         return None
     return _best(comp, cands, lambda mod: [
-        [(got, _run(getattr(mod, ADAPTER[comp]), [to64(a) for a in build()]),
-          _run(getattr(mod, ADAPTER[comp]), build())) for _, build, got in cases] for cases in drawn])
+        [(got, _run(getattr(mod, ADAPTER[comp]), [to64(a) for a in build()], True),
+          _run(getattr(mod, ADAPTER[comp]), build(), True)) for _, build, got in cases] for cases in drawn])
 
 
 def match_outputs(ctx, comp: str, student_out, mutant_out, draws: int = DRAWS) -> dict | None:
@@ -89,9 +99,15 @@ def match_outputs(ctx, comp: str, student_out, mutant_out, draws: int = DRAWS) -
         for d, outs in enumerate(drawn)], draws)
 
 
-def _run(fn, args):
-    with torch.no_grad():
-        out = fn(*args)
+def _run(fn, args, raised: bool = False):
+    """The mutant's output; with raised, ('raised', exception message) when it raises."""
+    try:
+        with torch.no_grad():
+            out = fn(*args)
+    except Exception as e:               # noqa: BLE001 - our own mutant, on the student's inputs
+        if not raised:
+            raise
+        return ("raised", f"{type(e).__name__}: {str(e)[:400]}"[:300])
     return out.detach() if isinstance(out, torch.Tensor) else out
 
 
@@ -103,17 +119,24 @@ def _best(comp, cands, triples_of, draws: int = DRAWS) -> dict | None:
             outputs = triples_of(mod)
         except Exception:             # the mutant itself raises on these inputs (e.g. a shape bug): no match
             continue
-        worst = 0.0
+        worst, numeric = 0.0, False
         for triples in outputs:
             for got, m64, m32 in triples:
-                d = same(comp, got, m64, m32) if isinstance(m64, torch.Tensor) else None
+                if isinstance(got, tuple) or isinstance(m64, tuple):   # raised: the same message as in float32
+                    d = 0.0 if got == m32 and isinstance(m64, tuple) else None
+                    numeric = numeric or d is not None
+                elif isinstance(got, torch.Tensor) and isinstance(m64, torch.Tensor):
+                    d = same(comp, got, m64, m32)
+                    numeric = numeric or d is not None
+                else:
+                    d = None
                 if d is None:
                     worst = None
                     break
                 worst = max(worst, d)
             if worst is None:
                 break
-        if worst is not None:
+        if worst is not None and numeric:      # every case agrees: in numbers or in the exception's message
             hits.append({"mutant": m.id, "cause": m.cause, "summary": m.summary, "max_abs": float(f"{worst:.3g}"),
                          "draws": draws, "fix": m.lesson, "explanation": m.explanation})
     if not hits:

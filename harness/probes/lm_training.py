@@ -12,13 +12,15 @@ from .lm_pictures import schedule_curve
 
 
 def ce_cases(seed):
-    def make(k, b, v, scale):
+    def make(k, b, v, scale, shift=0.0):
         def build():
             g = gen(seed, 120 + k)
-            return torch.randn(b, v, generator=g) * scale, torch.randint(0, v, (b,), generator=g)
+            return torch.randn(b, v, generator=g) * scale + shift, torch.randint(0, v, (b,), generator=g)
         return build
+    # + 100 with a small spread: exp overflows without the max shift, yet no probability underflows (which
+    # tells a missing shift from log(softmax(.)), equal on the other cases)
     return [("logits[8, 20]", make(0, 8, 20, 2.0)), ("logits[5, 11] x 1000 (large logits)", make(1, 5, 11, 1000.0)),
-            ("logits[1, 50]", make(2, 1, 50, 1.0))]
+            ("logits[1, 50]", make(2, 1, 50, 1.0)), ("logits[6, 20] + 100 (shifted)", make(3, 6, 20, 2.0, 100.0))]
 
 
 def cross_entropy(ctx):

@@ -1,0 +1,323 @@
+"""Where a failing `lm` component goes wrong: the first of the student's values the reference never computes.
+
+The student's adapter and the reference's run on the same failing input (same weights), each under a
+torch-function recorder that keeps every op's output, its tensor inputs (by identity, for the data flow)
+and the stack of lines in its own files. A student value "matches" when some reference value has the
+same numbers (same shape, or the same shape with its axes permuted). Walking back from the student's
+wrong output through values that match nothing, the earliest op whose inputs all match is where the
+wrong numbers start: right values in, wrong values out. Style differences (rsqrt instead of 1 / sqrt)
+make values that match nothing too, but their chain ends at a matching value before the output, so
+they are never on the path walked.
+
+When that op's input is a value the reference went on to transform with a different op (the student
+skipped a step: no scaling, no residual, no transpose), the step was due where that input was made:
+at the reference's call depth of the skipped op, in the student's stack of the op that made it.
+
+Cheap: one extra forward of each side on the (small) failing case; only for failing components.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_META = {"size", "dim", "__get__", "numel", "__len__", "__bool__", "item", "tolist", "is_contiguous", "__format__",
+         "__repr__", "__hash__", "data_ptr", "stride", "element_size", "__index__", "is_floating_point",
+         "get_device", "__iter__", "__contains__"}
+_IN_PLACE_RETURNS_NONE = {"__setitem__"}
+
+
+@dataclass
+class Op:
+    name: str
+    stack: tuple            # ((shown file, line, frame token), ...) innermost first, in the traced files only
+    ins: list               # the ops that made its tensor inputs (None: made outside, e.g. an argument)
+    outs: list              # detached copies of the tensor outputs
+    out_ids: list
+    index: int = 0
+    consumers: list = field(default_factory=list)
+    passes_on: bool = False   # returns one of its inputs unchanged (.to to the same dtype, .contiguous)
+
+
+class Recorder(TorchFunctionMode):
+    """Every torch call whose innermost traced frame is in `files` (path that runs -> path shown)."""
+
+    def __init__(self, files: dict, limit: int = 3000):
+        super().__init__()
+        self.files, self.limit = files, limit
+        self.ops: list[Op] = []
+        self.producer: dict[int, int] = {}       # id(tensor) -> index of the op that made (or last wrote) it
+        self.keep: list = []                     # keeps every tensor and frame seen alive: ids stay unique
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name in _META or len(self.ops) >= self.limit:
+            return func(*args, **kwargs)
+        given = _tensors(args) + _tensors(list(kwargs.values()))
+        ins = [self._made(t) for t in given]          # before the call: an in-place op changes its input
+        out = func(*args, **kwargs)
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+        if out is None and name in _IN_PLACE_RETURNS_NONE and args and isinstance(args[0], torch.Tensor):
+            outs = [args[0]]
+        if not outs:
+            return out
+        stack = self._stack()
+        if not stack:
+            return out
+        op = Op(name, stack, ins, [t.detach().clone() for t in outs[:2]], [id(t) for t in outs[:2]], len(self.ops))
+        arg_ids = {id(t) for t in _tensors(args)}
+        op.passes_on = id(outs[0]) in arg_ids and not name.endswith("_") and name not in _IN_PLACE_RETURNS_NONE
+        for p in ins:
+            if p is not None:
+                self.ops[p].consumers.append(op.index)
+        for t in outs[:2]:
+            self.producer[id(t)] = op.index
+        self.keep.extend(outs)
+        self.ops.append(op)
+        return out
+
+    def _made(self, t: torch.Tensor):
+        """The op whose output t still is; a parameter rewritten since (load_state_dict copies the given
+        weights in without a recorded op) holds an input."""
+        p = self.producer.get(id(t))
+        if p is not None and isinstance(t, torch.nn.Parameter):
+            last = self.ops[p].outs[self.ops[p].out_ids.index(id(t))] if id(t) in self.ops[p].out_ids else None
+            if last is None or last.shape != t.shape or not torch.equal(last, t.detach()):
+                return None
+        return p
+
+    def _stack(self, depth: int = 8) -> tuple:
+        out, f = [], sys._getframe(2)
+        while f is not None and len(out) < depth:
+            shown = self.files.get(f.f_code.co_filename)
+            if shown:
+                self.keep.append(f)
+                out.append((shown, f.f_lineno, id(f), f.f_code.co_firstlineno))
+            f = f.f_back
+        return tuple(out)
+
+
+def _tensors(xs) -> list:
+    out = []
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            out.extend(t for t in x if isinstance(t, torch.Tensor))
+    return out
+
+
+def record(files: dict, fn, args: tuple):
+    """(recorder, returned value or None) of fn(*args) under a Recorder; an exception ends the run."""
+    rec = Recorder(files)
+    result = None
+    try:
+        with torch.no_grad(), rec:
+            result = fn(*args)
+    except Exception:                  # noqa: BLE001 - the ops recorded so far are still evidence
+        result = None
+    return rec, result
+
+
+def inputs_of(args) -> list:
+    """The tensors among an adapter's arguments (state dicts' values too): values the reference has as well."""
+    out = _tensors(list(args))
+    for a in args:
+        if isinstance(a, dict):
+            out.extend(v for v in a.values() if isinstance(v, torch.Tensor))
+    return out
+
+
+# -- matching values ---------------------------------------------------------------------------------
+def _close(a: torch.Tensor, b: torch.Tensor, rtol: float) -> bool:
+    if a.shape != b.shape:
+        return False
+    if not a.is_floating_point() or not b.is_floating_point():
+        return not a.is_floating_point() and not b.is_floating_point() and bool((a == b).all())
+    a, b = a.double(), b.double()
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    if not bool((fa == fb).all()):
+        return False
+    if not bool(fa.all()):           # NaN where NaN, the same infinities
+        na, nb = torch.isnan(a), torch.isnan(b)
+        if not bool((na == nb).all()) or not bool((a[~fa & ~na] == b[~fb & ~nb]).all()):
+            return False
+    if not bool(fa.any()):
+        return True
+    scale = float(b[fb].abs().max())
+    return float((a[fa] - b[fb]).abs().max()) <= rtol * max(scale, 1e-6) + 1e-9
+
+
+class Index:
+    """The reference's values, bucketed by sorted shape, for 'does the reference compute this anywhere?'."""
+
+    def __init__(self, ops: list[Op], inputs: list, rtol: float):
+        self.rtol, self.buckets = rtol, {}
+        for op in ops:
+            for t in op.outs if not op.passes_on else ():     # a passed-on value is indexed where it was made
+                self._add(t, op.index)
+        for t in inputs:
+            self._add(t.detach(), None)
+
+    def _add(self, t, where):
+        self.buckets.setdefault(tuple(sorted(t.shape)), []).append((t, where))
+
+    def find(self, t: torch.Tensor):
+        """(True, reference op index or None for an input) when some reference value equals t, else (False, None).
+        The same shape is preferred to a permutation of the axes; the latest such value to earlier ones."""
+        bucket = self.buckets.get(tuple(sorted(t.shape)), [])
+        for r, where in reversed(bucket):
+            if r.shape == t.shape and _close(t, r, self.rtol):
+                return True, where
+        if t.dim() <= 4:                # the same values with the axes in another order (a layout choice)
+            for r, where in reversed(bucket):
+                if r.shape != t.shape and any(tuple(t.shape[p] for p in perm) == tuple(r.shape) and
+                                              _close(t.permute(perm), r, self.rtol)
+                                              for perm in itertools.permutations(range(t.dim()))):
+                    return True, where
+        return False, None
+
+
+def first_divergence(student: Recorder, result, reference: Recorder, inputs: list, rtol: float = 1e-4,
+                     passing: frozenset = frozenset(), expected=None):
+    """{file, line, op, how} where the student's wrong output starts, or None when it cannot be told.
+
+    passing: (file, line) of the student's lines that ran for components that pass: such a line is not
+    where the bug is, the line that calls its function (with other arguments) is.
+    expected: the reference's output on the same input (an output equal to it has no divergence)."""
+    ops = student.ops
+    if not ops:
+        return None
+    index = Index(reference.ops, inputs, rtol)
+    matched = {op.index: index.find(op.outs[0]) if op.outs else (True, None) for op in ops}
+    sink = student.producer.get(id(result)) if isinstance(result, torch.Tensor) else None
+    if sink is None:
+        bad = [i for i, (ok, _) in matched.items() if not ok]
+        sink = bad[-1] if bad else None
+    if sink is None:
+        return None
+    if isinstance(result, torch.Tensor) and isinstance(expected, torch.Tensor) and \
+            _close(result.detach(), expected.detach(), rtol):
+        return None               # right on this input
+    if matched[sink][0]:          # the output is a value the reference computes on the way: steps were skipped
+        where = _skipped_after(student, sink, None, matched, reference)
+        return None if where is None else _found(where, ops[sink], "stops early after", ops, passing)
+    seen, todo, roots = set(), [sink], []
+    while todo:                   # walk back from the output through values the reference never computes
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        bad_inputs = [p for p in ops[i].ins if p is not None and p < i and not matched[p][0]]
+        if bad_inputs:
+            todo.extend(bad_inputs)
+        else:
+            roots.append(i)
+    root = ops[min(roots)]
+    for p in root.ins:
+        if p is not None and p < root.index and matched[p][0]:
+            where = _skipped_after(student, p, root, matched, reference)
+            if where is not None:
+                return _found(where, root, "skips a step after", ops, passing)
+    return _found(root.stack[0], root, "computes", ops, passing)
+
+
+def _found(where, op: Op, how: str, ops: list, passing) -> dict:
+    """The location; a frame of a passing component's function is replaced by the first caller outside them."""
+    stack = op.stack[[e[2] for e in op.stack].index(where[2]):] if where in op.stack else (where,)
+    for e in stack:               # a line that ran for a component that passes: the line calling it is blamed
+        if (e[0], e[1]) not in passing:
+            where = e
+            break
+    return {"file": where[0], "line": where[1], "op": op.name, "how": how, "index": op.index, "ops": len(ops)}
+
+
+def _skipped_after(student: Recorder, p: int, root, matched: dict, reference: Recorder):
+    """Where a step was due after the student's (matching) value p, when the reference went on to transform
+    that value with an op the student did not apply (root: the student's next op, or None at the output)."""
+    if matched[p][1] is None:
+        return None
+    while True:                   # back through ops that pass the same value on (.to, .contiguous): where it was made
+        q = student.ops[p].ins[0] if student.ops[p].ins else None
+        if q is None or q >= p or matched[q][1] != matched[p][1]:
+            break
+        p = q
+    ref_op = reference.ops[matched[p][1]]
+    nxt, todo = [], list(ref_op.consumers)
+    while todo:                   # the reference's next steps, through its own pass-through ops
+        c = reference.ops[todo.pop(0)]
+        if c.passes_on:
+            todo.extend(c.consumers)
+        else:
+            nxt.append(c)
+    if not nxt or (root is not None and any(c.name == root.name for c in nxt)):
+        return None
+    made = student.ops[p].stack
+    k = _common_depth(ref_op.stack, nxt[0].stack)
+    x = ref_op.stack[k]
+    y_line = next((e[1] for e in nxt[0].stack if e[2] == x[2]), x[1])
+    frame = made[min(k, len(made) - 1)]
+    if y_line == x[1] or root is None:
+        return frame              # the reference's next step is on the same line as the value: due there
+    same = [e for e in root.stack if e[2] == frame[2]]
+    return same[0] if same else frame     # due on the student's next line in that function
+
+
+def _common_depth(made: tuple, used: tuple) -> int:
+    """How many frames up from `made`'s innermost is the deepest frame it shares with `used`."""
+    tokens = {e[2] for e in used}
+    for k, e in enumerate(made):
+        if e[2] in tokens:
+            return k
+    return len(made) - 1
+
+
+# -- plain numbers (the learning-rate schedule): the first line that makes a number the reference never makes --
+def record_values(files: dict, fn, args: tuple) -> list:
+    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
+    out, last = [], {}
+
+    def numbers(frame):
+        return {k: v for k, v in frame.f_locals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def local(frame, event, arg):
+        shown = files[frame.f_code.co_filename]
+        line, before = last.get(id(frame), (None, {}))
+        now = numbers(frame)
+        if line is not None:
+            out.extend((shown, line, float(v)) for k, v in now.items() if before.get(k) != v)
+        if event == "return":
+            if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+                out.append((shown, frame.f_lineno, float(arg)))
+            last.pop(id(frame), None)
+        else:
+            last[id(frame)] = (frame.f_lineno, now)
+        return local
+
+    def trace(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in files:
+            last[id(frame)] = (None, numbers(frame))
+            return local
+        return None
+    old = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        fn(*args)
+    except Exception:                  # noqa: BLE001 - the lines recorded so far are still evidence
+        pass
+    finally:
+        sys.settrace(old)
+    return out
+
+
+def first_new_number(student: list, reference: list, args: tuple = (), rtol: float = 1e-9) -> dict | None:
+    """{file, line} of the first number the student's code made that neither the reference made nor was given."""
+    known = [v for _, _, v in reference] + [float(a) for a in args if isinstance(a, (int, float))]
+    for shown, line, v in student:
+        if not any(abs(v - r) <= rtol * max(1.0, abs(r)) for r in known):
+            return {"file": shown, "line": line, "op": "=", "how": "computes", "value": v}
+    return None
