@@ -283,6 +283,8 @@ def _first(div, files, ref, runs, rtol, result=lambda params: params[0]):
         mine, _ = div.record(files, run, (mine_obj, a))
         theirs, _ = div.record(_reference_files(ref), run, (ref_obj, b))
         got, want = result(a), result(b)
+        got = got.detach() if got is not None else None      # a parameter's value, not its graph
+        want = want.detach() if want is not None else None
         if got is None or want is None or got.shape != want.shape or \
                 float((got.double() - want.double()).abs().max()) <= rtol * float(want.abs().max()):
             continue
