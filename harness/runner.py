@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import sandbox
+from . import memwatch, sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
@@ -59,13 +59,14 @@ class Limits:
     load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
 
 
-def _limits(lim: Limits, nproc: int | None):
+def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
+    address_space = memwatch.address_space_limit(device, lim.memory_mb)   # None for CUDA: see memwatch.py
+
     def apply():
         os.setsid()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if lim.memory_mb:
-            b = lim.memory_mb * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
         cpu = int(lim.timeout_s * max(1, os.cpu_count() or 1)) + 10
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_mb * 1024 * 1024,) * 2)
@@ -145,7 +146,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         try:
             proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
-                                    preexec_fn=_limits(lim, _nproc_limit(lim)), close_fds=True)
+                                    preexec_fn=_limits(lim, _nproc_limit(lim), device), close_fds=True)
         except BaseException:
             os.close(r)
             raise
@@ -158,7 +159,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         for d in (res, out, err):
             d.start()
         stack = ""
-        finished = _wait(proc, t0 + lim.timeout_s)
+        watch = memwatch.watchdog_for(device, lim.memory_mb, lambda: sandbox.members(proc.pid, token, proc.pid))
+        finished = _wait(proc, t0 + lim.timeout_s, watch)
+        resident = finished == "memory"
         if not finished:
             stack = _stop(proc, work, isolation)
         # Everything the run started dies with it: descendants, its session, carriers of its token.
@@ -182,6 +185,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                 else _empty_payload(assignment)
             return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
                                 "tampering with the result channel", **common)
+        if resident:
+            return ChildOutcome(None, "memory", f"held {watch.peak_mb:.0f} MB resident, over the limit of "
+                                f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
         if not finished:
             return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
         if rc == EXIT_MEMORY:
@@ -205,8 +211,10 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         _rmtree(work)
 
 
-def _wait(proc, deadline: float) -> bool:
-    """Wait for the child to exit without reaping it (its pid stays reserved until the tree is killed)."""
+def _wait(proc, deadline: float, watch: memwatch.Watchdog | None = None) -> bool | str:
+    """Wait for the child to exit without reaping it (its pid stays reserved until the tree is killed).
+
+    True: it exited; False: out of time; "memory": the resident-size watchdog (CUDA runs) saw it over."""
     while True:
         try:
             if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
@@ -216,6 +224,8 @@ def _wait(proc, deadline: float) -> bool:
         now = time.monotonic()
         if now >= deadline:
             return False
+        if watch is not None and watch.over() is not None:
+            return "memory"
         time.sleep(min(0.05, deadline - now))
 
 
