@@ -1,6 +1,6 @@
 """The `lm` component table, without torch: the parent's rules (harness/causes/lm_component.py) need it, and
-the parent must not pay torch's import (~1.3 s) to read a table. harness/probes/lm_common.py holds the same
-table for the child (tests/test_imports.py keeps the two equal)."""
+the parent must not pay torch's import (~1.3 s) to read a table. The child's probes read it through
+harness/probes/lm_common.py."""
 from __future__ import annotations
 
 # (component, adapter, components it is normally built from) in the assignment's build order.

@@ -143,10 +143,3 @@ def test_the_parent_path_does_not_import_torch():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
 
-
-def test_the_parent_lm_table_is_the_childs():
-    """harness/lm_table.py (torch-free, for the parent) and the probes' table must not drift apart."""
-    from harness import lm_table
-    from harness.probes import lm_common
-    assert lm_table.COMPONENTS == lm_common.COMPONENTS
-    assert lm_table.ADAPTER == lm_common.ADAPTER and lm_table.DEPS == lm_common.DEPS

@@ -10,31 +10,11 @@ from __future__ import annotations
 import torch
 
 from .. import lm_loader, trusted
+from ..lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from ..lmdiag.inputs import raised_by_torch
 from .base import ProbeTimeout, StudentError, check, rnd
 
-# (component, adapter, components it is normally built from) in the assignment's build order.
-COMPONENTS = (
-    ("linear", "run_linear", ()),
-    ("embedding", "run_embedding", ()),
-    ("rmsnorm", "run_rmsnorm", ()),
-    ("silu", "run_silu", ()),
-    ("swiglu", "run_swiglu", ("linear", "silu")),
-    ("softmax", "run_softmax", ()),
-    ("sdpa", "run_scaled_dot_product_attention", ("softmax",)),
-    ("rope", "run_rope", ()),
-    ("mha", "run_multihead_self_attention", ("linear", "sdpa")),
-    ("mha-rope", "run_multihead_self_attention_with_rope", ("mha", "rope")),
-    ("block", "run_transformer_block", ("rmsnorm", "swiglu", "mha-rope")),
-    ("lm", "run_transformer_lm", ("embedding", "block", "rmsnorm", "linear")),
-    ("cross-entropy", "run_cross_entropy", ()),
-    ("adamw", "get_adamw_cls", ()),
-    ("lr-schedule", "run_get_lr_cosine_schedule", ()),
-    ("gradient-clipping", "run_gradient_clipping", ()),
-    ("get-batch", "run_get_batch", ()),
-)
-ADAPTER = {c: a for c, a, _ in COMPONENTS}
-DEPS = {c: d for c, _, d in COMPONENTS}
+# The component table lives in harness/lm_table.py (no torch there: the parent reads it too).
 
 # Relative tolerance floor (of the largest reference value), on top of 100x the float32 reference's own error.
 # Measured: reference float32 vs float64 is 1e-7..2e-6 relative; float32 angles computed as position * freq
