@@ -96,10 +96,16 @@ def _traced(ctx, comp: str, fn, args):
     seen = ctx.cache.setdefault("lm_functions", {}).setdefault(comp, {})
     lines = ctx.cache.setdefault("lm_lines", {}).setdefault(comp, set())
     files = lm_loader.STATE.files
+    outer = []           # the first student frame entered: the adapter
+    # in ctx.cache, not a module global: the tamper guard restores the harness's modules after student code
+    returned = ctx.cache.setdefault("lm_returned_at", {})
 
     def local(frame, event, arg):
         if event == "line" and len(lines) < 5000:
             lines.add((files.get(frame.f_code.co_filename), frame.f_lineno))
+        elif event == "return" and outer and frame is outer[0]:
+            # the first student frame (the adapter) returning: where a None result came from (as_plain)
+            returned[comp] = {"file": files.get(frame.f_code.co_filename), "line": frame.f_lineno}
         return local
 
     def trace(frame, event, arg):
@@ -111,8 +117,11 @@ def _traced(ctx, comp: str, fn, args):
             return None
         if len(seen) < 40:
             seen.setdefault((shown, co.co_firstlineno), getattr(co, "co_qualname", co.co_name))
+        if not outer:
+            outer.append(frame)
         return local
     old = sys.gettrace()
+    returned.pop(comp, None)
     sys.settrace(trace)
     try:
         return fn(*args)
@@ -142,7 +151,7 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
                          "runs without raising", f"{name} raised {msg[:300]} on {case}", data=data, location=loc))
 
 
-def as_plain(out, comp: str, case: str):
+def as_plain(out, comp: str, case: str, ctx=None):
     """The student's output as a plain tensor, or an Outcome saying why it is not one."""
     name = ADAPTER[comp]
     problem = None
@@ -155,7 +164,9 @@ def as_plain(out, comp: str, case: str):
     if problem:
         raise Outcome(check(f"lm-{comp}", "error", {"problem": problem}, "a plain float tensor",
                             f"{problem} on {case}", data={"component": comp, "kind": "interface",
-                                                          "adapter": name, "case": case, "message": problem}))
+                                                          "adapter": name, "case": case, "message": problem},
+                            location=ctx.cache.get("lm_returned_at", {}).get(comp)
+                            if out is None and ctx is not None else None))
     return out.detach()
 
 
@@ -216,7 +227,7 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
     rows = []
     try:
         for desc, build in cases:
-            got = as_plain(call(ctx, comp, build(), desc), comp, desc)
+            got = as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
             with torch.no_grad():
                 ref64 = ref(*[to64(a) for a in build()]).detach()
                 ref32 = ref(*build()).detach()

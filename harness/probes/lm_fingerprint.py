@@ -68,7 +68,7 @@ def match_cases(ctx, comp: str, make) -> dict | None:
         """The output, or ('raised', exception message) when the student's code raised (a bug may raise on some
         shapes only: x @ W with d_in != d_out)."""
         try:
-            return as_plain(call(ctx, comp, build(), desc), comp, desc)
+            return as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
         except Outcome as o:
             d = o.check.get("data") or {}
             if d.get("kind") != "error" or not d.get("exception"):      # None, a timeout, an interface error

@@ -24,7 +24,7 @@ TOL = 1e-4        # relative; float32 round-off of these small computations is <
 
 
 def _run(ctx, comp, args, case):
-    return as_plain(call(ctx, comp, args, case), comp, case)
+    return as_plain(call(ctx, comp, args, case), comp, case, ctx)
 
 
 def _rel(a, b) -> float:
