@@ -26,7 +26,7 @@ CORPUS = ROOT / "tests" / "corpus" / "lm"
 # corpus cause -> mtxdiag cause ids that name the same bug
 ALIASES = {
     # harness.lmdiag's names for the same bugs (wired in after the corpus was written)
-    "swiglu-gelu-not-silu": {"swiglu-wrong-activation"}, "block-residual-skips-attention": {"attention-output-dropped"},
+    "swiglu-gelu-not-silu": {"swiglu-wrong-activation"},
     "linear-has-bias": {"interface-mismatch"}, "warmup-integer-division": {"schedule-warmup-integer-division"},
     "get-batch-last-start-never-sampled": {"get-batch-start-range"},
     "adamw-coupled-decay": {"adamw-coupled-weight-decay"}, "softmax-no-max-subtraction": {"softmax-overflow"},
@@ -37,7 +37,10 @@ ALIASES = {
     "rope-wrong-frequency-exponent": {"rope-frequency-exponent"}, "swiglu-silu-other-branch":
         {"swiglu-gate-on-wrong-branch"}, "state-dict-key-mismatch": {"interface-mismatch"},
     "adapter-arguments-swapped": {"interface-mismatch"}, "adapter-returns-none": {"interface-mismatch"},
-    "adapter-weights-in-wrong-order": {"interface-mismatch"}, "block-residual-skips-attention": {"missing-residual"},
+    "adapter-weights-in-wrong-order": {"interface-mismatch"},
+    # (this key once stood twice in this table; the second, {"missing-residual"}, silently replaced the first)
+    "block-residual-skips-attention": {"attention-output-dropped", "missing-residual"},
+    "get-batch-wrong-dtype": {"interface-mismatch"},   # the manifest's category for it is "interface"
     "cosine-floor-starts-late": {"schedule-no-floor", "schedule-cosine-length"},
     "tensor-created-with-token-ids-dtype": {"interface-mismatch"},   # issue 13 lists it as an interface problem
 }
