@@ -126,6 +126,9 @@ def test_state_dict_key_mismatch_names_both_sides(reference_repo, tmp_path):
     assert top["id"] == "interface-mismatch" and top["component"] == "linear"
     assert '"W"' in top["evidence"][0] and '"weight"' in top["evidence"][0]
     assert len(r["diagnoses"]) == 1       # mha, block and lm fail through Linear: folded in
+    # located where the student names the parameter (probes/lm_where.py), not inside load_state_dict
+    line = (reference_repo / model).read_text().splitlines()[top["location"]["line"] - 1]
+    assert top["location"]["file"].endswith(model) and "self.W = nn.Parameter" in line, top["location"]
 
 
 def test_known_bug_is_named_by_its_fingerprint_and_folds_the_rest(reference_repo, tmp_path):

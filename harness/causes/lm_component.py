@@ -142,6 +142,9 @@ class ComponentRule:
             f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
                         explains=explains)
         f.component = comp
+        if getattr(getattr(f, "cause", None), "id", None) == INTERFACE.id and self.kind != "interface" and \
+                isinstance(d.get("adapter_location"), dict):
+            f.location = d["adapter_location"]     # an interface problem is where the adapter hands values over
         if f.location is None:
             f.location = _where(ev, comp)
         return f
