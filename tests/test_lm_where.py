@@ -44,3 +44,15 @@ def test_a_students_own_key_error_stays_where_it_was_raised(tmp_path):
     e = _raised(lambda: torch.ones(2) @ torch.ones(3))
     loc = lm_where.interface_location(e, {__file__: "t.py"})
     assert loc["file"] == "t.py" and loc["line"] == _raised.__code__.co_firstlineno + 2   # the outermost frame
+
+
+def test_a_method_failing_on_what_the_adapter_built_is_located_where_it_was_built(tmp_path):
+    src = tmp_path / "adapters.py"
+    src.write_text("import torch\n\n\nclass Rot:\n    def __init__(self, theta, d):\n        self.d = d\n\n"
+                   "    def __call__(self, x):\n        return x @ torch.ones(self.d, 2)\n\n\n"
+                   "def run_rope(d, theta, x):\n    rope = Rot(d, theta)\n    y = 1\n    return rope(x)\n")
+    ns = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    e = _raised(lambda: ns["run_rope"](4, 10000.0, torch.ones(3, 4)))
+    assert lm_where.interface_location(e, {str(src): "tests/adapters.py"}) == {"file": "tests/adapters.py",
+                                                                              "line": 13}

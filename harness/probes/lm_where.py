@@ -7,21 +7,44 @@ load_state_dict, a constructor given the wrong arguments raises deep in the clas
   register_parameter/register_buffer). That is where the name or the extra parameter comes from.
 - a KeyError of the student's own lookup (weights["output_proj.weight"]): the line that raised.
 - any other interface problem (a size mismatch, a wrong argument, a dtype the contract does not have):
-  the adapter's own line that handed the values over (the outermost frame of the student's files).
+  the adapter's own line that handed the values over (the outermost frame of the student's files); when
+  the failing method belongs to an object the adapter built a line earlier, the line that built it (where
+  the constructor's arguments were given).
 """
 from __future__ import annotations
 
 import re
 
 
-def _frames(tb, files: dict) -> list[dict]:
+def _frames(tb, files: dict) -> list[tuple]:
+    """[(frame, line)] of the student's files, outermost first."""
     out = []
     while tb is not None:
-        shown = files.get(tb.tb_frame.f_code.co_filename)
-        if shown:
-            out.append({"file": shown, "line": tb.tb_lineno})
+        if tb.tb_frame.f_code.co_filename in files:
+            out.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
     return out
+
+
+def _built_at(frames: list, files: dict) -> dict | None:
+    """The object whose method raised (its `self`) is a local of the adapter: the adapter's line that built it,
+    with the arguments it was given (`rope = RoPE(d_k, theta, ...)`, then `rope(x, pos)` raises)."""
+    (outer, line), (inner, _) = frames[0], frames[-1]
+    obj = inner.f_locals.get("self")
+    names = [k for k, v in outer.f_locals.items() if obj is not None and v is obj]
+    if not names or outer is inner:
+        return None
+    path = outer.f_code.co_filename
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        return None
+    pat = re.compile(rf"^\s*{re.escape(names[0])}\s*(?::[^=]+)?=(?!=)")
+    for i in range(min(line, len(text)), outer.f_code.co_firstlineno - 1, -1):    # the last assignment before
+        if pat.search(text[i - 1]):
+            return {"file": files[path], "line": i}
+    return None
 
 
 def _missing_attributes(message: str) -> list[str]:
@@ -62,4 +85,7 @@ def interface_location(exc: BaseException, files: dict) -> dict | None:
             return found
     if isinstance(exc, KeyError):     # the student's own lookup of a key the adapter does not pass: that line
         return None
-    return frames[0] if frames else None
+    if not frames:
+        return None
+    outer, line = frames[0]
+    return _built_at(frames, files) or {"file": files[outer.f_code.co_filename], "line": line}
