@@ -280,7 +280,7 @@ def _first(div, files, ref, runs, rtol, result=lambda params: params[0]):
     for setup, run, inputs, mine_obj, ref_obj in runs:
         a, b = setup(), setup()
         given = inputs(a)
-        mine, _ = div.record(files, run, (mine_obj, a))
+        mine, _ = div.record(files, run, (mine_obj, a), numbers=True)
         theirs, _ = div.record(_reference_files(ref), run, (ref_obj, b))
         got, want = result(a), result(b)
         got = got.detach() if got is not None else None      # a parameter's value, not its graph

@@ -40,6 +40,7 @@ class Op:
     index: int = 0
     consumers: list = field(default_factory=list)
     passes_on: bool = False   # returns one of its inputs unchanged (.to to the same dtype, .contiguous)
+    scalars: tuple = ()       # the plain numbers it was given (addcdiv_'s value=-step_size)
 
 
 class Recorder(TorchFunctionMode):
@@ -51,6 +52,7 @@ class Recorder(TorchFunctionMode):
         self.ops: list[Op] = []
         self.producer: dict[int, int] = {}       # id(tensor) -> index of the op that made (or last wrote) it
         self.keep: list = []                     # keeps every tensor and frame seen alive: ids stay unique
+        self.numbers: list = []                  # (shown file, line, number, ops so far): see record(numbers=)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -68,7 +70,9 @@ class Recorder(TorchFunctionMode):
         stack = self._stack()
         if not stack:
             return out
-        op = Op(name, stack, ins, [t.detach().clone() for t in outs[:2]], [id(t) for t in outs[:2]], len(self.ops))
+        op = Op(name, stack, ins, [t.detach().clone() for t in outs[:2]], [id(t) for t in outs[:2]], len(self.ops),
+                scalars=tuple(float(x) for x in list(args) + list(kwargs.values())
+                              if isinstance(x, (int, float)) and not isinstance(x, bool)))
         arg_ids = {id(t) for t in _tensors(args)}
         op.passes_on = id(outs[0]) in arg_ids and not name.endswith("_") and name not in _IN_PLACE_RETURNS_NONE
         for p in ins:
@@ -111,15 +115,24 @@ def _tensors(xs) -> list:
     return out
 
 
-def record(files: dict, fn, args: tuple):
-    """(recorder, returned value or None) of fn(*args) under a Recorder; an exception ends the run."""
+def record(files: dict, fn, args: tuple, numbers: bool = False):
+    """(recorder, returned value or None) of fn(*args) under a Recorder; an exception ends the run.
+
+    numbers: also keep every plain number a line of `files` assigns (an optimizer's step size), with how
+    many ops had run: an op given a wrong number is then located where that number was made."""
     rec = Recorder(files)
     result = None
+    old = sys.gettrace()
+    if numbers:
+        sys.settrace(_number_tracer(files, lambda shown, line, v: rec.numbers.append((shown, line, v,
+                                                                                         len(rec.ops)))))
     try:
         with torch.no_grad(), rec:
             result = fn(*args)
     except Exception:                  # noqa: BLE001 - the ops recorded so far are still evidence
         result = None
+    finally:
+        sys.settrace(old)
     return rec, result
 
 
@@ -223,7 +236,26 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
             where = _skipped_after(student, p, root, matched, reference)
             if where is not None:
                 return _found(where, root, "skips a step after", ops, passing)
+    made = _number_origin(student, root, reference)
+    if made is not None:              # right tensors in, a number the reference never gives this op
+        return _found(made, root, "is given a number the reference does not give it, made", ops, passing)
     return _found(root.stack[0], root, "computes", ops, passing)
+
+
+def _number_origin(student: Recorder, root: Op, reference: Recorder, rtol: float = 1e-9):
+    """Where the number an op was given was made, when no reference op of that name is given it."""
+    def same(a, b):
+        return abs(a - b) <= rtol * max(1.0, abs(b))
+    theirs = [op.scalars for op in reference.ops if op.name == root.name]
+    if not root.scalars or not student.numbers or not theirs:
+        return None
+    for x in root.scalars:
+        if x == 0 or any(any(same(x, y) for y in ys) for ys in theirs):
+            continue
+        for shown, line, v, n in reversed(student.numbers):     # the last line before the op that made it
+            if n <= root.index and v != 0 and (same(v, x) or same(-v, x)):
+                return (shown, line, None, None)
+    return None
 
 
 def _found(where, op: Op, how: str, ops: list, passing) -> dict:
@@ -277,9 +309,10 @@ def _common_depth(made: tuple, used: tuple) -> int:
 
 
 # -- plain numbers (the learning-rate schedule): the first line that makes a number the reference never makes --
-def record_values(files: dict, fn, args: tuple) -> list:
-    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
-    out, last = [], {}
+def _number_tracer(files: dict, emit):
+    """A sys.settrace function calling emit(shown file, line, number) for every number a line of `files`
+    assigned (a local that changed) or returned."""
+    last = {}
 
     def numbers(frame):
         return {k: v for k, v in frame.f_locals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -289,10 +322,12 @@ def record_values(files: dict, fn, args: tuple) -> list:
         line, before = last.get(id(frame), (None, {}))
         now = numbers(frame)
         if line is not None:
-            out.extend((shown, line, float(v)) for k, v in now.items() if before.get(k) != v)
+            for k, v in now.items():
+                if before.get(k) != v:
+                    emit(shown, line, float(v))
         if event == "return":
             if isinstance(arg, (int, float)) and not isinstance(arg, bool):
-                out.append((shown, frame.f_lineno, float(arg)))
+                emit(shown, frame.f_lineno, float(arg))
             last.pop(id(frame), None)
         else:
             last[id(frame)] = (frame.f_lineno, now)
@@ -303,8 +338,14 @@ def record_values(files: dict, fn, args: tuple) -> list:
             last[id(frame)] = (None, numbers(frame))
             return local
         return None
+    return trace
+
+
+def record_values(files: dict, fn, args: tuple) -> list:
+    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
+    out = []
     old = sys.gettrace()
-    sys.settrace(trace)
+    sys.settrace(_number_tracer(files, lambda shown, line, v: out.append((shown, line, v))))
     try:
         fn(*args)
     except Exception:                  # noqa: BLE001 - the lines recorded so far are still evidence
