@@ -78,3 +78,16 @@ def test_training_divergence_is_the_mutated_line(mutant):
     found = lm_components._locate_training(ctx, comp, check, div, {"<mtx_div_test>": "model.py"}, ref_adapters)
     assert found is not None
     assert found["line"] in changed_lines(reference_single_file(), text), found
+
+
+@pytest.mark.parametrize("mutant", ["lm-get-batch-targets-not-shifted", "lm-get-batch-one-window"])
+def test_get_batch_bugs_are_located_where_the_wrong_values_are_made(mutant, tmp_path):
+    """numpy sampling has no torch ops to record: the line whose assigned value first breaks the property."""
+    from harness.api import check_file
+    text = mutant_single_file(lm_get(mutant))
+    f = tmp_path / "mine.py"
+    f.write_text(text)
+    r = check_file(f, assignment="lm", quick=True)
+    top = r["diagnoses"][0]
+    assert top["id"] == lm_get(mutant).cause and top["location"] is not None, top
+    assert top["location"]["line"] in changed_lines(reference_single_file(), text), top["location"]

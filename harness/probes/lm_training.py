@@ -244,7 +244,66 @@ def get_batch(ctx):
             data_["diagnosis"] = "target-not-shifted"
         elif problems[0].startswith("every row of every batch"):
             data_["diagnosis"] = "get-batch-one-window"
+        where = _made_at(ctx, data_.get("diagnosis"), (data, b, t, "cpu")) if data_.get("diagnosis") else None
         return [check("lm-get-batch", "fail", {"problem": problems[0]}, "random windows, y = x shifted by one",
-                      problems[0], data=data_)]
+                      problems[0], data=data_, location=where)]
     return [check("lm-get-batch", "pass", {"starts": len(starts)}, "random windows, y = x shifted by one",
                   f"{len(starts)} different starts in {n_draws * b} samples, all valid; y = x + 1", data=data_)]
+
+
+def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
+    """The student's line that first made the wrong value, from the values their lines assign (numpy has no
+    torch ops to record): one-window, the first batch-long value whose entries are all equal (the repeated
+    start); target-not-shifted, the first assignment of the second name holding the returned targets (the
+    first is the inputs themselves)."""
+    import sys
+
+    from .. import lm_loader
+    files, b, made, out = lm_loader.STATE.files, args[1], [], []
+
+    def arrays(frame):
+        out = {}
+        for k, v in frame.f_locals.items():
+            try:                           # a 0-d tensor has no len(); a list of anything is no value
+                if isinstance(v, (np.ndarray, torch.Tensor, list, tuple)) and 1 < len(v) <= 4096:
+                    out[k] = (v, np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v))
+            except Exception:              # noqa: BLE001 - not a value to compare
+                continue
+        return out
+    last = {}
+
+    def local(frame, event, arg):
+        line, before = last.get(id(frame), (None, {}))
+        now = arrays(frame)
+        if line is not None:
+            made.extend((files[frame.f_code.co_filename], line, k, a) for k, (v, a) in now.items()
+                        if k not in before or before[k][0] is not v)
+        last[id(frame)] = (frame.f_lineno, now)
+        return local
+
+    def trace(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in files:
+            last[id(frame)] = (None, arrays(frame))
+            return local
+        return None
+    old = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        with ctx.student("run_get_batch (where the batch goes wrong)", seconds=ctx.budget(5.0)):
+            out.append(ctx.module.run_get_batch(*args))
+    except Exception:                      # noqa: BLE001 - locating is extra evidence
+        pass
+    finally:
+        sys.settrace(old)
+    if diagnosis == "get-batch-one-window":
+        hit = next((m for m in made if m[3].shape[:1] == (b,) and m[3].dtype != object
+                    and bool((m[3] == m[3][:1]).all())), None)
+    elif out and isinstance(out[0], (tuple, list)) and len(out[0]) == 2:
+        y = out[0][1]
+        want = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)
+        same = [m for m in made if m[3].shape == want.shape and np.array_equal(m[3], want)]
+        names = list(dict.fromkeys(m[2] for m in same))
+        hit = next((m for m in same if m[2] == names[1]), None) if len(names) > 1 else (same[0] if same else None)
+    else:
+        hit = None
+    return {"file": hit[0], "line": hit[1]} if hit else None
