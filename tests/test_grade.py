@@ -76,7 +76,7 @@ def read_csv(path: Path, drop=("seconds",)) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
 
 
-def grade_cli(*args) -> "click.testing.Result":
+def grade_cli(*args):
     return CliRunner().invoke(main, ["grade", *map(str, args)], catch_exceptions=False)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 import subprocess
 import sys
