@@ -309,25 +309,25 @@ def _common_depth(made: tuple, used: tuple) -> int:
 
 
 # -- plain numbers (the learning-rate schedule): the first line that makes a number the reference never makes --
-def _number_tracer(files: dict, emit):
-    """A sys.settrace function calling emit(shown file, line, number) for every number a line of `files`
-    assigned (a local that changed) or returned."""
+def value_tracer(files: dict, values, emit, returns=None):
+    """A sys.settrace function: emit(shown file, line, value) for every local of a frame of `files` that a
+    line bound anew. values(frame) -> {name: (identity, value)}: a name whose identity changed was bound
+    (a number's identity is itself; an array's is its id(), the value holding the object). returns(value) -> value or None: the
+    frame's return value, emitted too."""
     last = {}
-
-    def numbers(frame):
-        return {k: v for k, v in frame.f_locals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     def local(frame, event, arg):
         shown = files[frame.f_code.co_filename]
         line, before = last.get(id(frame), (None, {}))
-        now = numbers(frame)
+        now = values(frame)
         if line is not None:
-            for k, v in now.items():
-                if before.get(k) != v:
-                    emit(shown, line, float(v))
+            for k, (ident, v) in now.items():
+                if k not in before or before[k][0] != ident:
+                    emit(shown, line, v)
         if event == "return":
-            if isinstance(arg, (int, float)) and not isinstance(arg, bool):
-                emit(shown, frame.f_lineno, float(arg))
+            r = returns(arg) if returns else None
+            if r is not None:
+                emit(shown, frame.f_lineno, r)
             last.pop(id(frame), None)
         else:
             last[id(frame)] = (frame.f_lineno, now)
@@ -335,10 +335,24 @@ def _number_tracer(files: dict, emit):
 
     def trace(frame, event, arg):
         if event == "call" and frame.f_code.co_filename in files:
-            last[id(frame)] = (None, numbers(frame))
+            last[id(frame)] = (None, values(frame))
             return local
         return None
     return trace
+
+
+def _numbers(frame) -> dict:
+    return {k: (v, float(v)) for k, v in frame.f_locals.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _number(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _number_tracer(files: dict, emit):
+    """Every number a line of `files` assigned (a local that changed) or returned: emit(file, line, number)."""
+    return value_tracer(files, _numbers, emit, returns=_number)
 
 
 def record_values(files: dict, fn, args: tuple) -> list:

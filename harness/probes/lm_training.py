@@ -259,6 +259,7 @@ def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
     import sys
 
     from .. import lm_loader
+    from .lm_divergence import value_tracer
     files, b, made, out = lm_loader.STATE.files, args[1], [], []
 
     def arrays(frame):
@@ -266,26 +267,11 @@ def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
         for k, v in frame.f_locals.items():
             try:                           # a 0-d tensor has no len(); a list of anything is no value
                 if isinstance(v, (np.ndarray, torch.Tensor, list, tuple)) and 1 < len(v) <= 4096:
-                    out[k] = (v, np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v))
+                    out[k] = (id(v), (k, np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v), v))
             except Exception:              # noqa: BLE001 - not a value to compare
                 continue
         return out
-    last = {}
-
-    def local(frame, event, arg):
-        line, before = last.get(id(frame), (None, {}))
-        now = arrays(frame)
-        if line is not None:
-            made.extend((files[frame.f_code.co_filename], line, k, a) for k, (v, a) in now.items()
-                        if k not in before or before[k][0] is not v)
-        last[id(frame)] = (frame.f_lineno, now)
-        return local
-
-    def trace(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename in files:
-            last[id(frame)] = (None, arrays(frame))
-            return local
-        return None
+    trace = value_tracer(files, arrays, lambda shown, line, kv: made.append((shown, line, *kv)))
     old = sys.gettrace()
     sys.settrace(trace)
     try:
