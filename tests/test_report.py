@@ -291,11 +291,11 @@ def test_no_figure_survives_a_render(full_render):
     r["artifacts"] = {"overfit": r["artifacts"]["overfit"]}
     html.render(r)
     gc.collect()
-    before = sum(isinstance(o, matplotlib.figure.Figure) for o in gc.get_objects())
+    before = sum(issubclass(type(o), matplotlib.figure.Figure) for o in gc.get_objects())
     for _ in range(2):
         html.render(r)
     gc.collect()
-    after = sum(isinstance(o, matplotlib.figure.Figure) for o in gc.get_objects())
+    after = sum(issubclass(type(o), matplotlib.figure.Figure) for o in gc.get_objects())
     assert after <= before
     assert plt.get_fignums() == []
 
