@@ -91,3 +91,16 @@ def test_get_batch_bugs_are_located_where_the_wrong_values_are_made(mutant, tmp_
     top = r["diagnoses"][0]
     assert top["id"] == lm_get(mutant).cause and top["location"] is not None, top
     assert top["location"]["line"] in changed_lines(reference_single_file(), text), top["location"]
+
+
+def test_a_start_range_that_misses_the_last_window_is_located_at_the_sampling_line(tmp_path):
+    from harness.api import check_file
+    old = "np.random.randint(0, len(dataset) - context_length, size=batch_size)"
+    ref = reference_single_file()
+    assert ref.count(old) == 1
+    text = ref.replace(old, "np.random.randint(0, len(dataset) - context_length - 1, size=batch_size)")
+    f = tmp_path / "mine.py"
+    f.write_text(text)
+    top = check_file(f, assignment="lm", quick=True)["diagnoses"][0]
+    assert top["id"] == "get-batch-start-range" and top["location"] is not None, top
+    assert top["location"]["line"] in changed_lines(ref, text), top["location"]

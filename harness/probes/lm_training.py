@@ -244,7 +244,8 @@ def get_batch(ctx):
             data_["diagnosis"] = "target-not-shifted"
         elif problems[0].startswith("every row of every batch"):
             data_["diagnosis"] = "get-batch-one-window"
-        where = _made_at(ctx, data_.get("diagnosis"), (data, b, t, "cpu")) if data_.get("diagnosis") else None
+        wrong = data_.get("diagnosis") or ("start-range" if "valid start" in problems[0] else None)
+        where = _made_at(ctx, wrong, (data, b, t, "cpu")) if wrong else None
         return [check("lm-get-batch", "fail", {"problem": problems[0]}, "random windows, y = x shifted by one",
                       problems[0], data=data_, location=where)]
     return [check("lm-get-batch", "pass", {"starts": len(starts)}, "random windows, y = x shifted by one",
@@ -254,7 +255,8 @@ def get_batch(ctx):
 def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
     """The student's line that first made the wrong value, from the values their lines assign (numpy has no
     torch ops to record): one-window, the first batch-long value whose entries are all equal (the repeated
-    start); target-not-shifted, the first assignment of the second name holding the returned targets (the
+    start); start-range, the first batch-long array of integers (the starts, drawn from the range);
+    target-not-shifted, the first assignment of the second name holding the returned targets (the
     first is the inputs themselves)."""
     import sys
 
@@ -284,6 +286,9 @@ def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
     if diagnosis == "get-batch-one-window":
         hit = next((m for m in made if m[3].shape[:1] == (b,) and m[3].dtype != object
                     and bool((m[3] == m[3][:1]).all())), None)
+    elif diagnosis == "start-range":     # the batch's starts are drawn on the line that holds the range
+        hit = next((m for m in made if m[3].shape[:1] == (b,) and m[3].size == b
+                    and np.issubdtype(m[3].dtype, np.integer)), None)
     elif out and isinstance(out[0], (tuple, list)) and len(out[0]) == 2:
         y = out[0][1]
         want = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)
