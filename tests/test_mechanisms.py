@@ -196,3 +196,22 @@ def test_a_table_overwritten_because_it_is_a_parameter_is_one_cause():
     assert any("line 155" in e for e in d[0]["evidence"])
     assert "positional-encoding-trainable" not in [i for i, _ in _ids([over])]
     assert len(_ids([param, _check("pe-formula", "fail", 0.5, {"kind": "frequencies"})])) == 2
+
+
+def test_the_decode_stop_line_is_the_eos_test_not_a_length_loop():
+    """decode-stops-early is located at the stop that looks at EOS, even after a while over the length."""
+    from types import SimpleNamespace
+
+    from harness.probes.decode_batch import _stop_line
+    text = ("def greedy_decode(model, src, max_len=12):\n"
+            "    ys = start(src)\n"
+            "    while ys.size(1) < max_len:\n"
+            "        nxt = step(model, ys)\n"
+            "        if nxt.numel() == 0:\n"
+            "            break\n"
+            "        if nxt[0].item() == EOS:\n"
+            "            break\n"
+            "    return ys\n")
+    assert _stop_line(SimpleNamespace(source=SimpleNamespace(text=text))) == 7
+    plain = text.replace("nxt[0].item() == EOS", "nxt[0].item() == 2")
+    assert _stop_line(SimpleNamespace(source=SimpleNamespace(text=plain))) == 3      # no EOS named: the first stop

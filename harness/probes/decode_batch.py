@@ -40,21 +40,21 @@ def batch_rows(ctx):
     src, _ = batch(ctx, ROWS, LENGTH, LENGTH, seed_offset=52)                # (8, 6), no padding
     kw = kwargs_for(decode, max_len=MAX_LEN)
     head = _vocab_module(ctx, model, decode, src[:1], kw)
-    nudge, hook = 0.0, None
+    exercised, hook = None, None
     try:
         for nudge in NUDGES:
             if hook is not None:
                 hook.remove()
+                hook = None
             if nudge and head is None:
                 break
             hook = head.register_forward_hook(_raise_eos(nudge)) if nudge else None
             with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
                 alone = [_until_eos(_tokens(decode(model, src[i:i + 1], **kw))[0].tolist()) for i in range(ROWS)]
             if len({len(r) for r in alone}) > 1 and any(EOS in r for r in alone):
-                break                                    # rows end at different steps: the stop test is exercised
-        else:
-            nudge = None
-        if nudge is None or not any(EOS in r for r in alone):
+                exercised = nudge                        # rows end at different steps: the stop test is exercised
+                break
+        if exercised is None:
             raise Skip("no row ends before max_len at init, even with its EOS logit raised: the stop test is not "
                        "exercised" + ("" if head is not None else " (no module outputs the vocabulary's logits)"))
         # the row that ends first goes first: a stop test on row 0 then fires while the others still generate
@@ -81,7 +81,7 @@ def batch_rows(ctx):
         first = min(len(rows_b[i]) for i in ended)
         detail += (f"; {len(cut)} rows were cut after {together.size(1) - 1} generated tokens, without EOS, when "
                    f"row(s) {ended[:4]} had ended (the first after {first} tokens); alone they go on")
-    data = {"kind": kind, "differ": differ, "cut": cut, "ended": ended, "eos_logit_raised_by": nudge,
+    data = {"kind": kind, "differ": differ, "cut": cut, "ended": ended, "eos_logit_raised_by": exercised,
             "width": int(together.size(1)), "lengths_alone": [len(r) for r in rows_a]}
     return [check("decode-batch-rows", "pass" if not differ else "fail", len(differ), "0 rows differ",
                   detail, data=data, location=ctx.where(line))]
@@ -118,11 +118,15 @@ def _vocab_module(ctx, model, decode, src, kw):
 
 
 def _stop_line(ctx) -> int | None:
-    """The loop's stop: an `if ...: break` (or a while condition) in greedy_decode that mentions EOS or a token."""
+    """The loop's stop in greedy_decode: an `if ...: break` or a while condition, preferring one whose test
+    mentions EOS (a `for` over max_len may also break, or a while count the steps)."""
+    stops = []
     for fn in locate.functions(ctx, "greedy_decode"):
         for node in ast.walk(fn):
             if isinstance(node, ast.If) and any(isinstance(n, ast.Break) for n in ast.walk(node)):
-                return node.lineno
-            if isinstance(node, ast.While) and not (isinstance(node.test, ast.Constant)):
-                return node.lineno
-    return None
+                stops.append((node.lineno, node.test))
+            elif isinstance(node, ast.While) and not isinstance(node.test, ast.Constant):
+                stops.append((node.lineno, node.test))
+    stops.sort(key=lambda st: st[0])             # ast.walk is breadth-first: the first in the text first
+    eos = [line for line, test in stops if "eos" in ast.unparse(test).lower()]
+    return (eos or [line for line, _ in stops] or [None])[0]

@@ -38,6 +38,12 @@ def reference():
     return lm_adapters
 
 
+def reference_files() -> dict:
+    """The reference's files as lm_divergence's recorders name them (path that runs -> path shown)."""
+    import reference_model.lm as ref_model
+    return {ref_model.__file__: "reference_model/lm.py", reference().__file__: "reference_model/lm_adapters.py"}
+
+
 def student_location(tb) -> dict | None:
     """The innermost frame of the student's files (adapters or package) in a traceback."""
     loc = None
@@ -261,8 +267,7 @@ def locate(ctx, comp: str, c: dict, build, row: dict | None):
     from . import lm_divergence as div
     if build is None or "shape" in (row or {}):
         return
-    import reference_model.lm as ref_model
-    ref_files = {ref_model.__file__: "reference_model/lm.py", reference().__file__: "reference_model/lm_adapters.py"}
+    ref_files = reference_files()
     try:
         args = build()
         with ctx.student(f"{ADAPTER[comp]} (first divergence)", seconds=ctx.budget(10.0)):
@@ -272,8 +277,6 @@ def locate(ctx, comp: str, c: dict, build, row: dict | None):
         rtol = min(1e-4, float(row.get("max_rel") or 1.0) / 10) if row else 1e-4
         found = div.first_divergence(mine, result, theirs, inputs, rtol,
                                      frozenset(ctx.cache.get("lm_passing_lines", ())), expected)
-    except (StudentError, ProbeTimeout, MemoryError):
-        return
     except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
         return
     if found:

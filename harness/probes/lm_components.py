@@ -16,7 +16,7 @@ import math
 import torch
 
 from .base import check
-from .lm_common import gen, run_cases
+from .lm_common import gen, reference_files, run_cases
 from .lm_fingerprint import match_cases
 
 
@@ -238,11 +238,6 @@ def locate_training(ctx, comp: str, c: dict) -> dict:
     return c
 
 
-def _reference_files(ref) -> dict:
-    import reference_model.lm as ref_model
-    return {ref_model.__file__: "reference_model/lm.py", ref.__file__: "reference_model/lm_adapters.py"}
-
-
 def _locate_training(ctx, comp, c, div, files, ref):
     from . import lm_training as tr
     if comp == "lr-schedule":        # the first iteration that differs, on its setting
@@ -252,7 +247,7 @@ def _locate_training(ctx, comp, c, div, files, ref):
             return None
         args = (row["first_bad_it"], *ast.literal_eval(row["case"].split("=", 1)[1].strip()))
         mine = div.record_values(files, ctx.module.run_get_lr_cosine_schedule, args)
-        theirs = div.record_values(_reference_files(ref), ref.run_get_lr_cosine_schedule, args)
+        theirs = div.record_values(reference_files(), ref.run_get_lr_cosine_schedule, args)
         return div.first_new_number(mine, theirs, args)
     if comp == "adamw":              # one step with tiny gradients (where eps shows) and one with unit ones
         hp = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -265,23 +260,23 @@ def _locate_training(ctx, comp, c, div, files, ref):
             runs.append((setup, lambda cls, params: cls(params, **hp).step(),
                          lambda params: [params[0].detach().clone(), params[0].grad.clone()] +
                          [p.detach().clone() for p in params[1:]], ctx.module.get_adamw_cls(), ref.get_adamw_cls()))
-        return _first(div, files, ref, runs, rtol=1e-6)
+        return _first(div, files, runs, rtol=1e-6)
     runs = []                        # gradient clipping: above and below the limit
     for k, (scale, max_norm, _) in enumerate(tr.CLIP_CASES):
         runs.append((lambda k=k, scale=scale: tr._clip_setup(ctx.seed, k, scale),
                      lambda fn, ps, m=max_norm: fn(ps, m),
                      lambda ps: [p.detach().clone() for p in ps] + [p.grad.clone() for p in ps if p.grad is not None],
                      ctx.module.run_gradient_clipping, ref.run_gradient_clipping))
-    return _first(div, files, ref, runs, rtol=1e-5, result=lambda ps: ps[0].grad)
+    return _first(div, files, runs, rtol=1e-5, result=lambda ps: ps[0].grad)
 
 
-def _first(div, files, ref, runs, rtol, result=lambda params: params[0]):
+def _first(div, files, runs, rtol, result=lambda params: params[0]):
     """The first run whose results differ from the reference's: its first divergence."""
     for setup, run, inputs, mine_obj, ref_obj in runs:
         a, b = setup(), setup()
         given = inputs(a)
         mine, _ = div.record(files, run, (mine_obj, a), numbers=True)
-        theirs, _ = div.record(_reference_files(ref), run, (ref_obj, b))
+        theirs, _ = div.record(reference_files(), run, (ref_obj, b))
         got, want = result(a), result(b)
         got = got.detach() if got is not None else None      # a parameter's value, not its graph
         want = want.detach() if want is not None else None

@@ -242,10 +242,13 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
     return _found(root.stack[0], root, "computes", ops, passing)
 
 
-def _number_origin(student: Recorder, root: Op, reference: Recorder, rtol: float = 1e-9):
+def _same_number(a: float, b: float, rtol: float = 1e-9) -> bool:
+    return abs(a - b) <= rtol * max(1.0, abs(b))
+
+
+def _number_origin(student: Recorder, root: Op, reference: Recorder):
     """Where the number an op was given was made, when no reference op of that name is given it."""
-    def same(a, b):
-        return abs(a - b) <= rtol * max(1.0, abs(b))
+    same = _same_number
     theirs = [op.scalars for op in reference.ops if op.name == root.name]
     if not root.scalars or not student.numbers or not theirs:
         return None
@@ -312,8 +315,8 @@ def _common_depth(made: tuple, used: tuple) -> int:
 def value_tracer(files: dict, values, emit, returns=None):
     """A sys.settrace function: emit(shown file, line, value) for every local of a frame of `files` that a
     line bound anew. values(frame) -> {name: (identity, value)}: a name whose identity changed was bound
-    (a number's identity is itself; an array's is its id(), the value holding the object). returns(value) -> value or None: the
-    frame's return value, emitted too."""
+    (a number's identity is itself; an array's is its id(), the value holding the object).
+    returns(value) -> value or None: the frame's return value, emitted too."""
     last = {}
 
     def local(frame, event, arg):
@@ -355,24 +358,29 @@ def _number_tracer(files: dict, emit):
     return value_tracer(files, _numbers, emit, returns=_number)
 
 
-def record_values(files: dict, fn, args: tuple) -> list:
-    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
-    out = []
+def run_traced(files: dict, values, fn, args: tuple = (), returns=None) -> tuple[list, list]:
+    """([(shown file, line, value)] in order, [fn's result] or [] if it raised) of fn(*args) under value_tracer."""
+    out, result = [], []
     old = sys.gettrace()
-    sys.settrace(_number_tracer(files, lambda shown, line, v: out.append((shown, line, v))))
+    sys.settrace(value_tracer(files, values, lambda shown, line, v: out.append((shown, line, v)), returns))
     try:
-        fn(*args)
+        result.append(fn(*args))
     except Exception:                  # noqa: BLE001 - the lines recorded so far are still evidence
         pass
     finally:
         sys.settrace(old)
-    return out
+    return out, result
+
+
+def record_values(files: dict, fn, args: tuple) -> list:
+    """[(shown file, line, number)]: every number a line of the student's files assigned or returned, in order."""
+    return run_traced(files, _numbers, fn, args, returns=_number)[0]
 
 
 def first_new_number(student: list, reference: list, args: tuple = (), rtol: float = 1e-9) -> dict | None:
     """{file, line} of the first number the student's code made that neither the reference made nor was given."""
     known = [v for _, _, v in reference] + [float(a) for a in args if isinstance(a, (int, float))]
     for shown, line, v in student:
-        if not any(abs(v - r) <= rtol * max(1.0, abs(r)) for r in known):
+        if not any(_same_number(v, r, rtol) for r in known):
             return {"file": shown, "line": line, "op": "=", "how": "computes", "value": v}
     return None

@@ -258,11 +258,9 @@ def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
     start); start-range, the first batch-long array of integers (the starts, drawn from the range);
     target-not-shifted, the first assignment of the second name holding the returned targets (the
     first is the inputs themselves)."""
-    import sys
-
     from .. import lm_loader
-    from .lm_divergence import value_tracer
-    files, b, made, out = lm_loader.STATE.files, args[1], [], []
+    from .lm_divergence import run_traced
+    files, b = lm_loader.STATE.files, args[1]
 
     def arrays(frame):
         out = {}
@@ -273,16 +271,12 @@ def _made_at(ctx, diagnosis: str, args: tuple) -> dict | None:
             except Exception:              # noqa: BLE001 - not a value to compare
                 continue
         return out
-    trace = value_tracer(files, arrays, lambda shown, line, kv: made.append((shown, line, *kv)))
-    old = sys.gettrace()
-    sys.settrace(trace)
-    try:
+
+    def run():
         with ctx.student("run_get_batch (where the batch goes wrong)", seconds=ctx.budget(5.0)):
-            out.append(ctx.module.run_get_batch(*args))
-    except Exception:                      # noqa: BLE001 - locating is extra evidence
-        pass
-    finally:
-        sys.settrace(old)
+            return ctx.module.run_get_batch(*args)
+    values, out = run_traced(files, arrays, run)
+    made = [(shown, line, *kv) for shown, line, kv in values]       # (file, line, name, array, object)
     if diagnosis == "get-batch-one-window":
         hit = next((m for m in made if m[3].shape[:1] == (b,) and m[3].dtype != object
                     and bool((m[3] == m[3][:1]).all())), None)
