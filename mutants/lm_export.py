@@ -15,6 +15,7 @@ a mutant edits either the model or (interface mutants) the adapters.
 from __future__ import annotations
 
 import ast
+import linecache
 import types
 
 from .model import reference_source, source
@@ -94,6 +95,7 @@ def load_module(text: str, name: str = "mtx_lm_variant") -> types.ModuleType:
     """Execute a single-file text (ours: the reference or a mutant, never a student's) as a fresh module."""
     module = types.ModuleType(name)
     module.__file__ = f"<{name}>"
+    linecache.cache[module.__file__] = (len(text), None, text.splitlines(True), module.__file__)  # its lines, for locations
     exec(compile(text, module.__file__, "exec"), module.__dict__)
     return module
 

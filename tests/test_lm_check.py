@@ -211,8 +211,7 @@ def test_selftest_lm_every_mutant_names_its_component(tmp_path):
     bad = [(row["case"], row["top"]) for row in data["rows"] if not row["ok"]]
     assert s["top1_correct"] == s["mutants"] and s["false_alarms"] == 0, bad
     assert s["cause_top1"] == s["mutants"], bad
-    # the reported line is a mutated line for all but lm-rope-sin-cos-swapped (located where the swapped
-    # tables are used, line 96, not where they are built: both inputs of that product are values the
-    # reference also computes, paired differently)
+    # the reported line is a mutated line for every mutant (lm-rope-sin-cos-swapped too: right values under
+    # each other's names, located where the table named cos is made from sin, not where it is used)
     off = sorted(row["case"] for row in data["rows"] if row.get("line_ok") is False)
-    assert off == ["lm-rope-sin-cos-swapped"], off
+    assert off == [], off

@@ -32,12 +32,26 @@ def _locate(text: str, comp: str):
     ("lm-rmsnorm-gain-ignored", "rmsnorm"),             # the output is a value the reference has on the way
     ("lm-mha-heads-merged-without-transpose", "mha"),   # the step was due on the next line of that function
     ("lm-mha-causal-triu", "mha"),
+    ("lm-rope-sin-cos-swapped", "rope"),                # right values under each other's names: where made
+    ("lm-rope-sin-cos-swapped", "lm"),
 ])
 def test_first_divergence_is_the_mutated_line(mutant, comp):
     text = mutant_single_file(lm_get(mutant))
     found = _locate(text, comp)
     assert found is not None
     assert found["line"] in changed_lines(reference_single_file(), text), found
+
+
+def test_tables_swapped_where_they_are_used_are_located_there_not_where_they_are_made():
+    """The same values as lm-rope-sin-cos-swapped, but the tables keep their right names and the rotation pairs
+    them wrongly: the line that pairs them is the bug (values alone cannot tell the two apart; names can)."""
+    ref = reference_single_file()
+    text = ref.replace("rot1 = x1 * cos - x2 * sin", "rot1 = x1 * sin - x2 * cos").replace(
+        "rot2 = x1 * sin + x2 * cos", "rot2 = x1 * cos + x2 * sin")
+    assert text != ref
+    found = _locate(text, "rope")
+    assert found is not None and "used_at" not in found
+    assert found["line"] in changed_lines(ref, text), found
 
 
 def test_the_reference_has_no_divergence():

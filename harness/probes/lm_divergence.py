@@ -231,6 +231,11 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
         else:
             roots.append(i)
     root = ops[min(roots)]
+    named = _misnamed(student, root, matched, reference)
+    if named is not None:             # right values, paired wrongly: made under the other value's name
+        return _found(named.stack[0], named, "makes a value the reference has, under the name the reference "
+                      "gives another (used wrongly paired at used_at)", ops, passing) | \
+            {"used_at": {"file": root.stack[0][0], "line": root.stack[0][1], "op": root.name}}
     for p in root.ins:
         if p is not None and p < root.index and matched[p][0]:
             where = _skipped_after(student, p, root, matched, reference)
@@ -259,6 +264,64 @@ def _number_origin(student: Recorder, root: Op, reference: Recorder):
             if n <= root.index and v != 0 and (same(v, x) or same(-v, x)):
                 return (shown, line, None, None)
     return None
+
+
+def _origin(rec: Recorder, i):
+    """The op that made the value op i passes on (.to, .contiguous): where the value was made."""
+    while i is not None and rec.ops[i].passes_on and rec.ops[i].ins and rec.ops[i].ins[0] is not None \
+            and rec.ops[i].ins[0] < i:
+        i = rec.ops[i].ins[0]
+    return i
+
+
+def _misnamed(student: Recorder, root: Op, matched: dict, reference: Recorder, depth: int = 8):
+    """The student's op that made a right value under a wrong name, when that explains the root; else None.
+
+    The root's inputs are all values the reference computes, but no reference op of its name takes them
+    together (`x1 * cos - x2 * sin` given the two products the reference adds). Going up the histories of the
+    inputs that differ side by side with a reference op of the same name (the same op names: products,
+    indexing, casts) to where the two differ (the student's `sin` where the reference has `cos`), that line
+    either made the value under the name the reference gives the other (`register_buffer("cos",
+    angles.sin())`: the bug is where it was made) or not (then the pairing is the bug, and None leaves the
+    root blamed). Values alone cannot tell these two apart; the student's own name for the value does."""
+    if not root.ins or any(p is None or matched[p][1] is None for p in root.ins):
+        return None
+    for r in reference.ops:
+        if r.name == root.name and len(r.ins) == len(root.ins):
+            found = _walk_up(student, root, r, matched, reference, depth)
+            if found is not None:
+                return found
+    return None
+
+
+def _walk_up(student: Recorder, S: Op, Q: Op, matched: dict, reference: Recorder, depth: int):
+    """Where the histories of the student's S and the reference's Q (same op name) part, if a misnamed value."""
+    if depth == 0 or len(S.ins) != len(Q.ins):
+        return None
+    for s, q in zip(S.ins, Q.ins):
+        q = _origin(reference, q)
+        if s is None or q is None or matched[s][1] is None or _origin(reference, matched[s][1]) == q:
+            continue
+        a, b = student.ops[_origin(student, s)], reference.ops[q]
+        if a.name != b.name:
+            if _line_names(student, a, b.name) and not _line_names(student, a, a.name, call=False):
+                return a
+            continue
+        found = _walk_up(student, a, b, matched, reference, depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _line_names(rec: Recorder, op: Op, name: str, call: bool = True) -> bool:
+    """Whether the source line of op uses `name` as a word (a variable, a key: "cos"); call=False: other than
+    as the call itself (`.sin(`)."""
+    import linecache
+    import re
+    running = next((k for k, v in rec.files.items() if v == op.stack[0][0]), None)
+    text = linecache.getline(running, op.stack[0][1]) if running else ""
+    words = re.findall(rf"\b{re.escape(name)}\b(?!\s*\()" if not call else rf"\b{re.escape(name)}\b", text)
+    return bool(words)
 
 
 def _found(where, op: Op, how: str, ops: list, passing) -> dict:
