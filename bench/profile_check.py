@@ -1,12 +1,14 @@
 """Where `mtxdiag check FILE --quick` spends its time, phase by phase (issue 14).
 
-    python bench/profile_check.py [--repeat 5] [--baseline TREE] [FILE_OR_REPO ...]
+    python bench/profile_check.py [--repeat 5] [--full] [--baseline TREE] [FILE_OR_REPO ...]
 
 Each run is a fresh interpreter doing what `python -m harness check FILE --quick` does, with a clock between
 the steps: interpreter start, the parent's imports (harness.cli and what it pulls in), the child (sandbox
 spawn + Python start, torch import, calibration, probe imports; then load and each probe, from the child's
 JSON `timings`), the rules (engine.build_result), JSON writing, HTML rendering (import and write) and the
-terminal summary. `e2e` is the wall clock from spawning the interpreter to its exit.
+terminal summary. `e2e` is the wall clock from spawning the interpreter to its exit. As the CLI does, the
+run uses two cores when the machine has them (the training probes in a second process: child_side.py) and
+warms the HTML report up in a thread while the child runs (`html_warm_wait_s`: what was left to wait for).
 
 Without files: the lesson's code (submissions/reversal_lesson.py) and the reference exported as an `lm`
 repository. With --baseline TREE (another checkout, e.g. `git worktree add` or `git archive | tar -x` of the
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD_STARTUP = ("torch_import_s", "calibrate_s", "probe_imports_s")
+FULL = False                 # --full: the whole check (training probes included), as `check` without --quick
 
 
 def one(tree: str, target: str, out: str, t_spawn: float) -> None:
@@ -46,12 +49,17 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
     path = Path(target)
     assignment = "lm" if path.is_dir() else "auto"
     events = []
+    warm = _warm_html()                   # as the CLI does: the report's one-time costs while the child runs
+    try:                                  # as the CLI does: two cores -> the training probes beside the rest
+        limits = Limits(timeout_s=600, cores=min(2, os.cpu_count() or 1))
+    except TypeError:                     # a baseline tree from before Limits.cores
+        limits = Limits(timeout_s=600)
     t_rc = time.perf_counter()
-    outcome = run_child(path, assignment=assignment, quick=True, limits=Limits(timeout_s=180),
+    outcome = run_child(path, assignment=assignment, quick=not FULL, limits=limits,
                         on_event=lambda name: events.append((name, time.perf_counter())))
     ph["run_child_s"] = time.perf_counter() - t_rc
     t = time.perf_counter()
-    result = build_result(outcome, str(path), assignment, quick=True)
+    result = build_result(outcome, str(path), assignment, quick=not FULL)
     ph["rules_s"] = time.perf_counter() - t
     tm = result.get("timings") or {}
     t_load = next((e[1] for e in events if e[0] == "load"), None)
@@ -75,6 +83,10 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
         write_json_atomic(result, Path(tmp) / "r.json")
         ph["json_s"] = time.perf_counter() - t
         t = time.perf_counter()
+        if warm is not None:
+            warm.join()
+        ph["html_warm_wait_s"] = time.perf_counter() - t
+        t = time.perf_counter()
         try:
             from harness.report import html as html_report
             ph["html_import_s"] = time.perf_counter() - t
@@ -94,6 +106,21 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
     os._exit(0)      # as the CLI's sys.exit does, minus what the harness leaves to teardown (none measured)
 
 
+def _warm_html():
+    """The CLI's HTML warm-up thread, when the tree has one (harness.report.html.prepare)."""
+    import threading
+
+    def work():
+        try:
+            from harness.report import html as html_report
+            html_report.prepare()
+        except Exception:         # noqa: BLE001 - a tree without prepare(): nothing to warm
+            pass
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    return t
+
+
 def run_one(tree: Path, target: Path) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
@@ -101,7 +128,8 @@ def run_one(tree: Path, target: Path) -> dict:
         t_spawn = time.time()
         t = time.perf_counter()
         r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", str(tree), str(target), out,
-                            repr(t_spawn)], cwd=tree, capture_output=True, text=True, timeout=600)
+                            repr(t_spawn)] + (["--full"] if FULL else []), cwd=tree, capture_output=True, text=True,
+                           timeout=900)
         e2e = time.perf_counter() - t
         if r.returncode != 0:
             raise RuntimeError(f"profile run failed in {tree}: {r.stderr[-2000:]}")
@@ -136,14 +164,18 @@ def lm_repo(tmp: Path) -> Path:
 
 
 def main():
+    global FULL
+    FULL = "--full" in sys.argv
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
         return one(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     ap = argparse.ArgumentParser()
     ap.add_argument("targets", nargs="*")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--full", action="store_true", help="the full check (training probes), not --quick")
     ap.add_argument("--baseline", default=None, help="another checkout; runs alternate with this one")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "profile_check.json"))
+    ap.add_argument("--out", default=None, help="default: bench/results/profile_check[_full].json")
     a = ap.parse_args()
+    a.out = a.out or str(ROOT / "bench" / "results" / ("profile_check_full.json" if a.full else "profile_check.json"))
     trees = {"this": ROOT} | ({"baseline": Path(a.baseline).resolve()} if a.baseline else {})
     with tempfile.TemporaryDirectory(prefix="mtxdiag-prof-") as tmp:
         targets = [Path(t).resolve() for t in a.targets] or [ROOT / "submissions" / "reversal_lesson.py",

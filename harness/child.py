@@ -212,6 +212,7 @@ def main(argv=None):
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
     ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
     ap.add_argument("--load-timeout", type=float, default=30.0, help="seconds loading (definitions only) may take")
+    ap.add_argument("--side", action="store_true", help="run the training probes in a second process, beside")
     a = ap.parse_args(argv)
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
@@ -234,7 +235,7 @@ def main(argv=None):
     t_torch = time.perf_counter()
     slowdown = _calibrate()
     t_cal = time.perf_counter()
-    from . import loader
+    from . import child_side, loader
     from .capture import capture
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
@@ -300,12 +301,10 @@ def main(argv=None):
     ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
     result["timings"]["slowdown"] = round(slowdown, 2)
     contract_ok = True
-    for probe in PROBES:
-        if assignment not in probe.assignments or (a.quick and probe.cost == "train"):
-            continue
-        send({"event": "phase", "name": probe.id})
+
+    def run(probe) -> list:
+        """One probe's checks; a student fault becomes an error check, never an exception."""
         audit.phase = f"the check '{probe.id}'"
-        t = time.perf_counter()
         ctx.odd = None
         sys.stdout = sys.stderr = captured
         try:
@@ -350,10 +349,30 @@ def main(argv=None):
             sys.stdout, sys.stderr = real_out, real_err
         guard.reset_state()
         guard.check(probe.id)
+        return checks
+
+    todo = [p for p in PROBES if assignment in p.assignments and not (a.quick and p.cost == "train")]
+    beside = [p for p in todo if p.side] if a.side and a.device == "cpu" else []
+    if any(p.cost == "train" for p in beside):      # a full check: the long training alone, beside the rest
+        beside = [p for p in beside if p.cost == "train"]
+    side = None                 # the second process running `beside` (child_side.py), once started
+    made = {}                   # probe id -> its checks
+    for probe in todo:
+        if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
+            side = child_side.start(beside, run, ctx, guard, audit, captured)
+            beside = beside if side is not None else []         # could not fork: all of them run here
+        if side is not None and probe in beside:
+            continue
+        send({"event": "phase", "name": probe.id})
+        t = time.perf_counter()
+        checks = run(probe)
         if probe.id == "contract" and checks and checks[0].get("status") == "fail":
             contract_ok = False
-        result["checks"].extend(checks)
+        made[probe.id] = checks
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
+    if side is not None:
+        made.update(child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY))
+    result["checks"].extend(c for p in todo for c in made.get(p.id, []))   # one process's order
     guard.check("the end of the checks")
     if guard.findings:
         result["checks"].insert(0, tamper_check(check, guard, source))

@@ -1,7 +1,9 @@
 """mtxdiag's command line: a thin click layer over harness.api."""
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -53,9 +55,11 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
     from .report import terminal
     progress = terminal.Progress(sys.stderr)
+    warm = _prepare_html()
     try:
         result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick,
-                            limits=Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout),
+                            limits=Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout,
+                                          cores=min(2, os.cpu_count() or 1)),
                             on_event=progress.phase)
     finally:
         progress.done()
@@ -63,6 +67,7 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
     write_json_atomic(result, json_path)
     html_path = html_path or _default_report(file, "html")
     html_written = None
+    warm.join()
     try:
         from .report import html as html_report
         html_report.write(result, html_path, source_path=file)
@@ -71,6 +76,20 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
         pass
     click.echo(terminal.summary(result, json_path=json_path, html_path=html_written))
     sys.exit(exit_code(result))
+
+
+def _prepare_html() -> threading.Thread:
+    """The HTML report's one-time costs (imports, fonts), paid in a thread while the child runs: the parent
+    only waits for the child then."""
+    def work():
+        try:
+            from .report import html as html_report
+            html_report.prepare()
+        except Exception:         # noqa: BLE001 - write() pays it instead, and reports any real problem
+            pass
+    t = threading.Thread(target=work, name="mtxdiag-html-warm-up", daemon=True)
+    t.start()
+    return t
 
 
 def _register_optional():

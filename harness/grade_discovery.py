@@ -48,8 +48,10 @@ class Options:
 
     def limits(self) -> dict:
         threads = 1 if (self.jobs > 1 or self.scheduler) else 0
+        # a spare core per job (not with Dask: its workers' threads decide): the training probes run beside
+        cores = 2 if not self.scheduler and 2 * self.jobs <= (os.cpu_count() or 1) else 1
         return {"timeout_s": float(self.timeout_s), "memory_mb": int(self.memory_mb), "threads": threads,
-                "output_mb": float(self.output_mb), "load_timeout_s": float(self.load_timeout_s)}
+                "output_mb": float(self.output_mb), "load_timeout_s": float(self.load_timeout_s), "cores": cores}
 
 
 @dataclass

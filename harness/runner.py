@@ -57,6 +57,7 @@ class Limits:
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
     output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
     load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
+    cores: int = 1           # 2: the training probes run in a second process beside the others (child_side.py)
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
@@ -141,6 +142,8 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                 "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
         if quick:
             args.append("--quick")
+        if lim.cores >= 2 and device == "cpu":
+            args.append("--side")
         cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args, work=work, isolate=isolation,
                               pass_fd=w, device=device)
         try:

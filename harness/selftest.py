@@ -6,6 +6,7 @@ correct code; this command is the proof, and its exit status says so.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -107,7 +108,8 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
     def one(case):
         t = time.monotonic()
         r = check_file(case.path, assignment=case.assignment, quick=quick, seed=seed,
-                       limits=Limits(timeout_s=timeout, threads=1 if jobs > 1 else 0))
+                       limits=Limits(timeout_s=timeout, threads=1 if jobs > 1 else 0,
+                                     cores=2 if 2 * jobs <= (os.cpu_count() or 1) else 1))
         diags = r["diagnoses"]
         row = {"case": case.name, "expected": case.expected, "top": diags[0]["id"] if diags else None,
                "top_confidence": diags[0]["confidence"] if diags else None,

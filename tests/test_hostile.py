@@ -194,7 +194,9 @@ class Runs:
         case = CASES[name]
         path = build(name, self.env, self.root / "students" / name)
         t = time.monotonic()
-        result = check_file(path, quick=case.quick, limits=Limits(timeout_s=case.timeout, memory_mb=MEMORY_MB))
+        # cores=2, as `check` runs on two cores: the training checks run in a second process (child_side.py)
+        result = check_file(path, quick=case.quick, limits=Limits(timeout_s=case.timeout, memory_mb=MEMORY_MB,
+                                                                  cores=2))
         return result, time.monotonic() - t
 
     def get(self, name: str):

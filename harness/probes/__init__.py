@@ -1,7 +1,9 @@
 """Every probe, in the order it runs. Read top to bottom; no discovery magic.
 
 A probe is `fn(ctx) -> list[check]`. `cost` decides what `--quick` skips:
-static and quick probes run always, train probes only in a full check.
+static and quick probes run always, train probes only in a full check. `side`
+probes train and read nothing other probes leave: with a spare core they run
+in a second process, forked after the static probes (child_side.py).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class Probe:
     fn: Callable
     assignments: tuple
     cost: str  # "static" | "quick" | "train"
+    side: bool = False  # trains: may run in a second process beside the others (child_side.py)
 
 
 R, B = ("reversal",), ("block",)
@@ -27,8 +30,9 @@ R, B = ("reversal",), ("block",)
 LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tuple(
     Probe(f"lm-{c}", lm_components.probe(c), ("lm",), "quick") for c in lm_components.CASES) + (
     Probe("lm-cross-entropy", lm_components.diagnosed("cross-entropy", lm_training.cross_entropy), ("lm",), "quick"),
-    Probe("lm-adamw", lm_components.diagnosed("adamw", lm_training.adamw), ("lm",), "quick"),
-    Probe("lm-lr-schedule", lm_components.diagnosed("lr-schedule", lm_training.lr_schedule), ("lm",), "quick"),
+    Probe("lm-adamw", lm_components.diagnosed("adamw", lm_training.adamw), ("lm",), "quick", side=True),
+    Probe("lm-lr-schedule", lm_components.diagnosed("lr-schedule", lm_training.lr_schedule), ("lm",), "quick",
+          side=True),
     Probe("lm-gradient-clipping", lm_components.diagnosed("gradient-clipping", lm_training.gradient_clipping),
           ("lm",), "quick"),
     Probe("lm-get-batch", lm_components.diagnosed("get-batch", lm_training.get_batch), ("lm",), "quick"),
@@ -64,9 +68,9 @@ PROBES = (
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
     Probe("decode-consistency", properties.decode_consistency, R, "quick"),
     Probe("decode-batch-rows", decode_batch.batch_rows, R, "quick"),
-    Probe("train-trace", training.trace, R, "quick"),
-    Probe("overfit", training.overfit, R, "quick"),
-    Probe("brief-training", decoding.brief_training, R, "train"),
+    Probe("train-trace", training.trace, R, "quick", side=True),
+    Probe("overfit", training.overfit, R, "quick", side=True),
+    Probe("brief-training", decoding.brief_training, R, "train", side=True),
     # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
     Probe("pe", positional.table, B, "static"),
     Probe("pe-relative", positional.pe_relative, B, "static"),
@@ -75,5 +79,5 @@ PROBES = (
     Probe("block-permutation", block_wiring.permutation, B, "quick"),
     Probe("block-causal", block_causal.causal, B, "quick"),
     Probe("block-residual", block_wiring.residual, B, "quick"),
-    Probe("block-lm", block_lm.lm, B, "train"),
+    Probe("block-lm", block_lm.lm, B, "train", side=True),
 ) + LM_PROBES

@@ -160,6 +160,18 @@ def to_figure(fig, alt: str, caption: str = "") -> Figure:
         _close(fig)
 
 
+def warm_up() -> None:
+    """Import matplotlib and draw a small figure with text and an image once (fonts, colormaps): the first
+    report's real figures then cost only their own drawing."""
+    fig = new_figure(2.0, 1.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.imshow(np.zeros((2, 2)), cmap="viridis")
+    ax.plot([0, 1], [0, 1], label="x")
+    ax.set_title("warm-up")
+    ax.legend()
+    to_figure(fig, "")
+
+
 def _close(fig):
     try:
         import sys

@@ -39,6 +39,13 @@ render_timings: dict[str, float] = {}
 _env = None
 
 
+def prepare() -> None:
+    """Do write()'s one-time work now (imports, the template, matplotlib's fonts on a small figure): the CLI
+    calls it in a thread while the child runs, on the core the child leaves idle."""
+    _environment().get_template("report.html")
+    F.warm_up()
+
+
 def _environment():
     global _env
     if _env is None:

@@ -1,0 +1,150 @@
+"""The training probes in a second process beside the others: a check costs about the longer of the two.
+
+On a machine with a spare core the child forks once, just before the first probe marked `side` (the ones
+that train: train-trace, overfit, brief-training; lm's AdamW and schedule). The fork sees everything the
+probes before it saw, in the same state, and runs only the `side` probes, in their order; the first
+process skips them and goes on. Both are the same sandboxed child (same limits, same scratch folder):
+nothing the student's code does in one reaches the other except through this module's pipe.
+
+What comes back is plain JSON on a pipe only the two share: the side probes' checks and timings, the
+artifacts they made, what the tamper guard and the audit hook recorded meanwhile, and the student's printed
+output. The first process reads it as untrusted (student code ran in the fork): anything malformed, a crash
+or a fork that ends without a result turns the side probes into error checks that say so; running out of
+memory there ends the whole check as out of memory, as it would in one process. `--side` is off under
+`grade --jobs N` when the jobs already fill the cores, and with CUDA (a CUDA context does not survive fork).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by the probes long before this
+
+
+class Side:
+    def __init__(self, pid: int, fd: int, probes: list):
+        self.pid, self.fd, self.probes = pid, fd, probes
+
+
+def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
+    """Fork; the fork runs `probes` with run(probe) and reports on a pipe. None: could not fork (run them here)."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
+             {k: id(v) for k, v in ctx.artifacts.items()})
+    was, audit._busy = audit._busy, True        # the harness's own fork: not an operation of the student's
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r), os.close(w)
+        return None
+    finally:
+        audit._busy = was
+    if pid:
+        os.close(w)
+        return Side(pid, r, probes)
+    os.close(r)                                 # the fork: run the side probes, report, and end
+    code = 0
+    try:
+        out = {"checks": {}, "timings": {}}
+        for p in probes:
+            t = time.perf_counter()
+            out["checks"][p.id] = run(p)
+            out["timings"][p.id] = round(time.perf_counter() - t, 3)
+        n_find, n_acc, n_mod, n_parts, art = marks
+        out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
+        out["guard"] = {"findings": guard.findings[n_find:], "lines": guard.lines[n_find:],
+                        "accepted": guard.accepted[n_acc:], "module_changes": guard.module_changes[n_mod:]}
+        out["audit"] = [[list(k), rec] for k, rec in audit.records.items()]
+        out["audit_dropped"] = audit.dropped
+        out["printed"] = "".join(captured.parts[n_parts:])
+        out["printed_dropped"] = captured.dropped
+        data = json.dumps(out, default=_plain).encode("utf-8", "replace")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view[:65536]):]
+    except BaseException:                       # noqa: BLE001 - the first process reports a fork with no result
+        code = 1
+    os._exit(code)
+
+
+def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_memory: int) -> dict:
+    """Wait for the fork, merge what it recorded; {probe id: its checks} of the side probes."""
+    chunks, size = [], 0
+    while True:
+        try:
+            b = os.read(side.fd, 1 << 20)
+        except InterruptedError:
+            continue
+        if not b:
+            break
+        size += len(b)
+        if size <= MAX_BYTES:
+            chunks.append(b)
+    os.close(side.fd)
+    _, status = os.waitpid(side.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == exit_memory:
+        die(exit_memory, "mtxdiag: the submission ran out of memory in a training check")
+    report = _parse(b"".join(chunks) if size <= MAX_BYTES else b"")
+    if report is None:
+        why = f"ended by signal {-code}" if code < 0 else f"exited with status {code}" if code else \
+            "sent a report that could not be read"
+        from .probes.base import check
+        return {p.id: [check(p.id, "error", {"exception": "SideProcessFailed", "message": why},
+                             "runs without raising", f"the process running this check {why}",
+                             data={"exception": "SideProcessFailed", "message": why,
+                                   "where": "the training checks' process", "timeout": False})]
+                for p in side.probes}
+    _merge_integrity(report, guard, audit, captured, ctx)
+    ids = {p.id for p in side.probes}
+    timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
+    timings["side_process"] = 1            # the training probes ran in a second process
+    return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
+
+
+def _merge_integrity(report: dict, guard, audit, captured, ctx) -> None:
+    g = report.get("guard") or {}
+    for what, line in zip(g.get("findings", []), g.get("lines", [])):
+        if isinstance(what, str) and what not in guard.findings:
+            guard.findings.append(what)
+            guard.lines.append(line if isinstance(line, int) else None)
+    guard.accepted.extend(x for x in g.get("accepted", []) if x not in guard.accepted)
+    guard.module_changes.extend(tuple(x) for x in g.get("module_changes", []) if isinstance(x, list))
+    for key, rec in report.get("audit", []):
+        key = tuple(key)
+        if key in audit.records:
+            audit.records[key]["count"] = max(audit.records[key]["count"], rec.get("count", 1))
+        elif isinstance(rec, dict):
+            audit.records[key] = rec
+    audit.dropped = max(audit.dropped, int(report.get("audit_dropped") or 0))
+    captured.write(str(report.get("printed") or ""))
+    arts = report.get("artifacts")
+    if isinstance(arts, dict):
+        ctx.artifacts.update(arts)
+
+
+def _parse(data: bytes):
+    try:
+        report = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("checks"), dict):
+        return None
+    return report
+
+
+def _plain(o):
+    """JSON for what probes leave in checks and artifacts: tensors as lists, the rest as text."""
+    try:
+        import torch
+        if type(o) is torch.Tensor:
+            return o.tolist() if o.numel() < 10000 else f"<tensor {list(o.shape)}>"
+    except Exception:         # noqa: BLE001
+        pass
+    if isinstance(o, BaseException):
+        return type(o).__name__
+    return None if isinstance(o, float) else str(o)[:200]
