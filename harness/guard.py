@@ -17,10 +17,19 @@ written in torch's files that the student's text does not assign is taken into t
 from __future__ import annotations
 
 import builtins
+import gc
 import sys
 import types
+from operator import is_
 
-from .identity import MISSING, cell_full, code_of, fn_parts, is_grader_name, parts_equal, same_container
+from .identity import (
+    MISSING,
+    code_of,
+    fn_parts,
+    is_grader_name,
+    parts_equal,
+    same_container,
+)
 from .scan import EditSites, edit_sites
 
 # What a probe uses right after a call into student code: compared after every such call.
@@ -99,7 +108,12 @@ class Guard:
 
     # -- comparison and restoration -----------------------------------------
     def freeze(self):
-        """Precompute identity tuples so that a check costs milliseconds (it runs after every student call)."""
+        """Precompute snapshots so that a check costs a millisecond (it runs after every student call).
+
+        The fast path compares identities with operator.is_ and reads functions through one
+        gc.get_referents call: builtins.id and reading f.__code__ each raise an audit event, and the child's
+        audit hook (audit.py) runs Python code for every event, so the obvious map(id, ...) over ~10,000
+        objects cost ~10 ms a check there. A difference only sends the check to the exact comparison."""
         from operator import itemgetter
         groups = {}
         for i, (label, owner, name, value, parts, is_class) in enumerate(self.attrs):
@@ -108,63 +122,46 @@ class Guard:
         for owner, idx in groups.values():
             names = tuple(self.attrs[i][2] for i in idx)
             grp = (owner, idx, itemgetter(*names) if len(names) > 1 else (lambda d, n=names[0]: (d[n],)),
-                   tuple(id(self.attrs[i][3]) for i in idx))
+                   tuple(self.attrs[i][3] for i in idx))
             self._groups.append(grp)
             if _is_hot(self.attrs[idx[0]][0]):
                 self._hot.append(grp)
         self._bdict = builtins.__dict__
         self._bsaved = [(a[2], a[3]) for a in self.attrs if a[1] is builtins]
-        self._funcs = [a[3] for a in self.attrs if a[4] is not None]
-        self._func_ids = self._func_state(self._funcs)
-        self._hot_funcs = [a[3] for a in self.attrs if a[4] is not None and _is_hot(a[0])]
-        self._hot_func_ids = self._func_state(self._hot_funcs)
+        self._funcs = _Functions([a[3] for a in self.attrs if a[4] is not None])
+        self._hot_funcs = _Functions([a[3] for a in self.attrs if a[4] is not None and _is_hot(a[0])])
         self._class_lens = [(cls, len(keys)) for _, cls, keys in self.added_watch]
-        self._cont_ids = [self._container_ids(obj) for _, obj, _ in self.containers]
-        self._obj_ids = [self._container_ids(getattr(obj, "__dict__", {})) for _, obj, _ in self.objects]
+        self._cont_snaps = [_snapshot(obj) for _, obj, _ in self.containers]
+        self._obj_snaps = [_snapshot(getattr(obj, "__dict__", {})) for _, obj, _ in self.objects]
         self._sysmods = sys.modules          # the interpreter's own dict, even if sys.modules is rebound
         self._mod_names = tuple(self.modules)
         self._mod_get = itemgetter(*self._mod_names)
-        self._mod_ids = tuple(map(id, self.modules.values()))
-
-    @staticmethod
-    def _func_state(fs):
-        return (tuple(id(f.__code__) for f in fs), tuple(id(f.__defaults__) for f in fs),
-                tuple(id(f.__kwdefaults__) for f in fs),
-                tuple(id(c.cell_contents) if cell_full(c) else 0 for f in fs for c in (f.__closure__ or ())))
-
-    @staticmethod
-    def _container_ids(obj):
-        if isinstance(obj, dict):
-            return (type(obj), tuple(obj), tuple(map(id, obj.values())))
-        if isinstance(obj, (set, frozenset)):
-            return (type(obj), frozenset(map(id, obj)), len(obj))
-        return (type(obj), tuple(map(id, obj)))
+        self._mod_vals = tuple(self.modules.values())
 
     def _dirty(self, hot=False) -> set:
         """Which kinds of record differ from the originals (fast: identities compared in bulk)."""
         dirty = set()
-        for owner, idx, get, ids in (self._hot if hot else self._groups):
+        for owner, idx, get, vals in (self._hot if hot else self._groups):
             try:
-                if tuple(map(id, get(owner.__dict__))) != ids:
+                if not all(map(is_, get(owner.__dict__), vals)):
                     dirty.add("attrs")
                     break
             except KeyError:
                 dirty.add("attrs")
                 break
-        if "attrs" not in dirty and (self._func_state(self._hot_funcs) != self._hot_func_ids if hot
-                                     else self._func_state(self._funcs) != self._func_ids):
+        if "attrs" not in dirty and (self._hot_funcs if hot else self._funcs).changed():
             dirty.add("attrs")
         if any(len(cls.__dict__) != n for cls, n in self._class_lens):
             dirty.add("classes")
-        if any(self._container_ids(obj) != ids for (_, obj, _), ids in zip(self.containers, self._cont_ids)):
+        if any(not _same_snapshot(obj, snap) for (_, obj, _), snap in zip(self.containers, self._cont_snaps)):
             dirty.add("containers")
-        if any(self._container_ids(getattr(obj, "__dict__", {})) != ids
-               for (_, obj, _), ids in zip(self.objects, self._obj_ids)):
+        if any(not _same_snapshot(getattr(obj, "__dict__", {}), snap)
+               for (_, obj, _), snap in zip(self.objects, self._obj_snaps)):
             dirty.add("objects")
         if hot:
             return dirty
         try:
-            if tuple(map(id, self._mod_get(self._sysmods))) != self._mod_ids:
+            if not all(map(is_, self._mod_get(self._sysmods), self._mod_vals)):
                 dirty.add("modules")
         except KeyError:
             dirty.add("modules")
@@ -249,6 +246,8 @@ class Guard:
                     self._found(f"sys.modules[{name!r}] replaced", where, line)
                     self.module_changes.append((name, line, where))
                     mods[name] = mod
+        if dirty and hasattr(self, "_groups"):
+            self.freeze()             # the exact comparison put back what it found: snapshot the state now
         self._check_global_state(where, token)
         return self.findings[before:]
 
@@ -400,3 +399,39 @@ class Guard:
             self._found(f"uses the grader's own code: {f}", None,
                         self.sites.imported.get(f.split(" ", 1)[0]) or self.sites.referenced.get(f.split(" ", 1)[0]))
         return found
+
+
+class _Functions:
+    """Functions whose code, defaults, keyword defaults or closure contents a check compares: what each
+    refers to, read with one gc.get_referents call (no audit event per function), plus the contents of
+    their cells and keyword-default dicts (changed in place without touching the function)."""
+
+    def __init__(self, fs: list):
+        self.fs = fs
+        self.cells = [c for f in fs for c in (f.__closure__ or ())]
+        self.kwdefaults = [k for k in (f.__kwdefaults__ for f in fs) if k is not None]
+        self.snap = self.state()
+
+    def state(self) -> list:
+        return gc.get_referents(*self.fs) + gc.get_referents(*self.cells) + gc.get_referents(*self.kwdefaults)
+
+    def changed(self) -> bool:
+        now = self.state()
+        return len(now) != len(self.snap) or not all(map(is_, now, self.snap))
+
+
+def _snapshot(obj):
+    """A container as (type, its keys, its members by reference) for _same_snapshot."""
+    if isinstance(obj, dict):
+        return type(obj), tuple(obj), list(obj.values())
+    return type(obj), None, list(obj)
+
+
+def _same_snapshot(obj, snap) -> bool:
+    """Same type, same keys, the very same members (an unchanged set iterates in the same order)."""
+    t, keys, members = snap
+    if type(obj) is not t or len(obj) != len(members):
+        return False
+    if keys is not None:
+        return tuple(obj) == keys and all(map(is_, obj.values(), members))
+    return all(map(is_, obj, members))
