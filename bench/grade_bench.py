@@ -3,6 +3,7 @@
     python bench/grade_bench.py                 # 20 submissions, --quick checks, jobs 1 and 2, once each
     python bench/grade_bench.py --repeat 3      # medians of three runs
     python bench/grade_bench.py --full          # the full check (training probes), much slower
+    python bench/grade_bench.py --jobs 2 --dask 1,2   # and a local Dask cluster of 1 and of 2 workers
 
 The class is a mix of reference copies and exported mutants (the same set every
 time). Every run grades into a fresh output folder (nothing reused from a cache).
@@ -53,12 +54,13 @@ def make_class(folder: Path, n: int) -> dict:
     return kinds
 
 
-def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memory: int) -> dict:
+def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memory: int,
+            scheduler: str | None = None) -> dict:
     out = work / f"out-j{jobs}-{time.monotonic_ns()}"
     load0 = _load()
     t0 = time.monotonic()
     summary = Grader(src, out, options=Options(quick=quick, jobs=jobs, timeout_s=timeout, memory_mb=memory,
-                                               force=True), progress=False).run()
+                                               force=True, scheduler=scheduler), progress=False).run()
     wall = time.monotonic() - t0
     verdicts = {}
     for row in summary.rows:
@@ -66,6 +68,12 @@ def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memor
     shutil.rmtree(out, ignore_errors=True)
     return {"wall_s": round(wall, 2), "graded": len(summary.graded), "verdicts": verdicts,
             "grader_faults": len(summary.grader_faults), "load_before": load0, "load_after": _load()}
+
+
+def _cluster(workers: int):
+    """A local Dask cluster: `workers` processes of one thread each."""
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
 
 
 def _load():
@@ -80,6 +88,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20, help="number of submissions (default 20)")
     ap.add_argument("--jobs", default="1,2", help="comma-separated job counts (default 1,2)")
+    ap.add_argument("--dask", default="", help="comma-separated worker counts of a local Dask cluster (one thread "
+                                               "each) to grade with too, e.g. 1,2; reported as dask1, dask2")
     ap.add_argument("--repeat", type=int, default=1, help="runs per job count; medians are reported")
     ap.add_argument("--full", action="store_true", help="full checks (training probes) instead of --quick")
     ap.add_argument("--timeout", type=float, default=300.0)
@@ -94,20 +104,25 @@ def main(argv=None) -> int:
         src = work / "class"
         kinds = make_class(src, args.n)
         results = {}
-        for jobs in job_counts:
+        labels = [str(j) for j in job_counts] + [f"dask{w.strip()}" for w in args.dask.split(",") if w.strip()]
+        for label in labels:
+            jobs, cluster = (int(label), None) if not label.startswith("dask") else (1, _cluster(int(label[4:])))
             runs = []
             for r in range(args.repeat):
-                res = one_run(src, work, jobs, quick, args.timeout, args.memory)
+                res = one_run(src, work, jobs, quick, args.timeout, args.memory,
+                              cluster.scheduler_address if cluster else None)
                 runs.append(res)
-                print(f"jobs={jobs} run {r + 1}/{args.repeat}: {res['wall_s']:.1f} s for {res['graded']} submissions "
+                print(f"{label} run {r + 1}/{args.repeat}: {res['wall_s']:.1f} s for {res['graded']} submissions "
                       f"({60 * res['graded'] / res['wall_s']:.2f}/min) verdicts={res['verdicts']} "
                       f"load {res['load_before']} -> {res['load_after']}", flush=True)
+            if cluster is not None:
+                cluster.close()
             med = statistics.median(x["wall_s"] for x in runs)
-            results[str(jobs)] = {"runs": runs, "median_wall_s": round(med, 2),
-                                  "submissions_per_minute": round(60 * args.n / med, 2)}
-        base = results[str(job_counts[0])]["median_wall_s"]
-        for jobs in job_counts:
-            results[str(jobs)]["speedup"] = round(base / results[str(jobs)]["median_wall_s"], 2)
+            results[label] = {"runs": runs, "median_wall_s": round(med, 2),
+                              "submissions_per_minute": round(60 * args.n / med, 2)}
+        for label in labels:        # against the first job count; a Dask cluster against one Dask worker
+            first = "dask1" if label.startswith("dask") and "dask1" in results else labels[0]
+            results[label]["speedup"] = round(results[first]["median_wall_s"] / results[label]["median_wall_s"], 2)
         report = {"benchmark": "grade", "harness_version": __version__, "n": args.n, "quick": quick,
                   "repeat": args.repeat, "timeout_s": args.timeout, "memory_mb": args.memory,
                   "class": {"reference": sum(1 for k in kinds.values() if k == "reference"),
@@ -119,9 +134,10 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
         print()
         print(f"{args.n} submissions, {'quick' if quick else 'full'} checks, {os.cpu_count()} CPUs")
-        for jobs in job_counts:
-            r = results[str(jobs)]
-            print(f"  --jobs {jobs}: {r['median_wall_s']:7.1f} s  {r['submissions_per_minute']:6.2f} submissions/min"
+        for label in labels:
+            r = results[label]
+            name = f"--jobs {label}" if not label.startswith("dask") else f"Dask, {label[4:]} worker(s)"
+            print(f"  {name}: {r['median_wall_s']:7.1f} s  {r['submissions_per_minute']:6.2f} submissions/min"
                   f"  speed-up x{r['speedup']:.2f}")
         print(f"written to {args.out}")
     finally:
