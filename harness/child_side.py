@@ -73,6 +73,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
 
 def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_memory: int) -> dict:
     """Wait for the fork, merge what it recorded; {probe id: its checks} of the side probes."""
+    _forward_stack_requests(side.pid)
     chunks, size = [], 0
     while True:
         try:
@@ -104,6 +105,25 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
     timings["side_process"] = 1            # the training probes ran in a second process
     return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
+
+
+def _forward_stack_requests(pid: int) -> None:
+    """From now on this process only waits: the parent's SIGUSR1 (a check that ran too long, runner._stop)
+    asks the fork for its stack instead, which names the student's stuck line (the fork inherited the
+    faulthandler registration and its file)."""
+    import faulthandler
+    import signal
+
+    def forward(signum, frame):
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            pass
+    try:
+        faulthandler.unregister(signal.SIGUSR1)
+        signal.signal(signal.SIGUSR1, forward)
+    except (ValueError, OSError, RuntimeError):
+        pass
 
 
 def _merge_integrity(report: dict, guard, audit, captured, ctx) -> None:

@@ -112,3 +112,24 @@ def test_running_out_of_memory_in_the_side_process_ends_the_check_as_out_of_memo
     p.write_text(LESSON.read_text() + HOG)
     r = check_file(p, quick=True, limits=Limits(timeout_s=240, memory_mb=3072, cores=2))
     assert (r.get("error") or {}).get("kind") == "memory", (r.get("error"), [d["id"] for d in r["diagnoses"]])
+
+
+HANG = '''
+
+def train(model, steps=3000, **kw):
+    while True:                          # the training check's process never ends
+        pass
+'''
+
+
+@two_cores
+def test_a_training_check_that_hangs_is_located_at_the_students_line(tmp_path):
+    """The parent asks the first process for its stack; it only waits, so the fork's stack is the answer."""
+    text = LESSON.read_text() + HANG
+    p = tmp_path / "hang.py"
+    p.write_text(text)
+    line = text.splitlines().index("    while True:                          # the training check's process never ends") + 1
+    r = check_file(p, quick=True, limits=Limits(timeout_s=25, cores=2))
+    assert (r.get("error") or {}).get("kind") == "timeout", r.get("error")
+    top = r["diagnoses"][0]
+    assert top["id"] == "timeout" and (top.get("location") or {}).get("line") in (line, line + 1), top
