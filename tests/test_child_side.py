@@ -133,3 +133,29 @@ def test_a_training_check_that_hangs_is_located_at_the_students_line(tmp_path):
     assert (r.get("error") or {}).get("kind") == "timeout", r.get("error")
     top = r["diagnoses"][0]
     assert top["id"] == "timeout" and (top.get("location") or {}).get("line") in (line, line + 1), top
+
+
+SNEAKY = '''
+
+import os as _os
+import torch as _torch
+_real_train = train
+
+
+def train(model, *a, **k):               # outside its lane, from inside the training check
+    _os.listdir("/")
+    _torch.tanh = lambda x: x
+    return _real_train(model, *a, **k)
+'''
+
+
+@two_cores
+def test_what_the_fork_saw_the_student_do_is_reported(tmp_path):
+    p = tmp_path / "sneaky.py"
+    p.write_text(LESSON.read_text() + SNEAKY)
+    one, two = _both(p)
+    for r in (one, two):
+        by = {c["id"]: c for c in r["checks"]}
+        assert "forbidden-ops" in by and "list /" in by["forbidden-ops"]["detail"], by.get("forbidden-ops")
+        assert "tamper" in by and "torch.tanh" in by["tamper"]["detail"], by.get("tamper")
+    assert {d["id"] for d in one["diagnoses"]} == {d["id"] for d in two["diagnoses"]}
