@@ -352,10 +352,8 @@ def main(argv=None):
         return checks
 
     todo = [p for p in PROBES if assignment in p.assignments and not (a.quick and p.cost == "train")]
-    beside = [p for p in todo if p.side] if a.side and a.device == "cpu" else []
-    if any(p.cost == "train" for p in beside):      # a full check: the long training alone, beside the rest
-        beside = [p for p in beside if p.cost == "train"]
-    side = None                 # the second process running `beside` (child_side.py), once started
+    beside = child_side.plan(todo, a.side and a.device == "cpu", audit)     # what runs in a second process
+    side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
     for probe in todo:
         if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
