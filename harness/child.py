@@ -369,7 +369,8 @@ def main(argv=None):
         made[probe.id] = checks
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
     if side is not None:
-        made.update(child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY))
+        made.update(child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY,
+                                      send))
     result["checks"].extend(c for p in todo for c in made.get(p.id, []))   # one process's order
     guard.check("the end of the checks")
     if guard.findings:

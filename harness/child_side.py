@@ -64,6 +64,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
     try:
         out = {"checks": {}, "timings": {}}
         for p in probes:
+            os.write(w, f"P{p.id}\n".encode())     # which one runs now: the first process passes it on
             t = time.perf_counter()
             out["checks"][p.id] = run(p)
             out["timings"][p.id] = round(time.perf_counter() - t, 3)
@@ -75,7 +76,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
         out["audit_dropped"] = audit.dropped
         out["printed"] = "".join(captured.parts[n_parts:])
         out["printed_dropped"] = captured.dropped
-        data = json.dumps(out, default=_plain).encode("utf-8", "replace")
+        data = b"R" + json.dumps(out, default=_plain).encode("utf-8", "replace") + b"\n"
         view = memoryview(data)
         while view:
             view = view[os.write(w, view[:65536]):]
@@ -97,10 +98,14 @@ def preimport_dynamo(audit) -> None:
         audit._busy = was
 
 
-def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_memory: int) -> dict:
-    """Wait for the fork, merge what it recorded; {probe id: its checks} of the side probes."""
+def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_memory: int, send) -> dict:
+    """Wait for the fork, merge what it recorded; {probe id: its checks} of the side probes.
+
+    The fork's lines: `P<probe id>` as each probe starts (passed on as this run's phase, so progress and a
+    timeout's 'while running' name it), then `R<report JSON>`."""
     _forward_stack_requests(side.pid)
-    chunks, size = [], 0
+    ids = {p.id for p in side.probes}
+    buf, size, report_bytes = b"", 0, b""
     while True:
         try:
             b = os.read(side.fd, 1 << 20)
@@ -109,14 +114,22 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
         if not b:
             break
         size += len(b)
-        if size <= MAX_BYTES:
-            chunks.append(b)
+        if size > MAX_BYTES:
+            buf = b""
+            continue
+        buf += b
+        while not buf.startswith(b"R") and b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            name = line[1:].decode("ascii", "replace")
+            if line.startswith(b"P") and name in ids:
+                send({"event": "phase", "name": name})
+    report_bytes = buf[1:] if buf.startswith(b"R") and size <= MAX_BYTES else b""
     os.close(side.fd)
     _, status = os.waitpid(side.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == exit_memory:
         die(exit_memory, "mtxdiag: the submission ran out of memory in a training check")
-    report = _parse(b"".join(chunks) if size <= MAX_BYTES else b"")
+    report = _parse(report_bytes)
     if report is None:
         why = f"ended by signal {-code}" if code < 0 else f"exited with status {code}" if code else \
             "sent a report that could not be read"
@@ -127,7 +140,6 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
                                    "where": "the training checks' process", "timeout": False})]
                 for p in side.probes}
     _merge_integrity(report, guard, audit, captured, ctx)
-    ids = {p.id for p in side.probes}
     timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
     timings["side_process"] = 1            # the training probes ran in a second process
     return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}

@@ -41,6 +41,14 @@ def _both(path, **kw):
     return one, two
 
 
+def test_probe_ids_are_unique_within_an_assignment():
+    """The two processes' checks are merged by probe id."""
+    from harness.probes import PROBES
+    for a in ("reversal", "block", "lm"):
+        ids = [p.id for p in PROBES if a in p.assignments]
+        assert len(ids) == len(set(ids)), a
+
+
 def _mutant_file(tmp_path, mid: str) -> Path:
     m = mutants.get(mid)
     p = tmp_path / f"{mid}.py"
@@ -131,6 +139,7 @@ def test_a_training_check_that_hangs_is_located_at_the_students_line(tmp_path):
     line = text.splitlines().index("    while True:                          # the training check's process never ends") + 1
     r = check_file(p, quick=True, limits=Limits(timeout_s=25, cores=2))
     assert (r.get("error") or {}).get("kind") == "timeout", r.get("error")
+    assert r["error"]["phase"] == "train-trace", r["error"]          # the fork's probe, passed on as the phase
     top = r["diagnoses"][0]
     assert top["id"] == "timeout" and (top.get("location") or {}).get("line") in (line, line + 1), top
 
