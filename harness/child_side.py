@@ -46,7 +46,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
     except OSError:
         return None
     marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
-             {k: id(v) for k, v in ctx.artifacts.items()})
+             {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped)
     was, audit._busy = audit._busy, True        # the harness's own fork: not an operation of the student's
     try:
         pid = os.fork()
@@ -68,14 +68,14 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
             t = time.perf_counter()
             out["checks"][p.id] = run(p)
             out["timings"][p.id] = round(time.perf_counter() - t, 3)
-        n_find, n_acc, n_mod, n_parts, art = marks
+        n_find, n_acc, n_mod, n_parts, art, n_dropped = marks
         out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
         out["guard"] = {"findings": guard.findings[n_find:], "lines": guard.lines[n_find:],
                         "accepted": guard.accepted[n_acc:], "module_changes": guard.module_changes[n_mod:]}
         out["audit"] = [[list(k), rec] for k, rec in audit.records.items()]
         out["audit_dropped"] = audit.dropped
         out["printed"] = "".join(captured.parts[n_parts:])
-        out["printed_dropped"] = captured.dropped
+        out["printed_dropped"] = captured.dropped - n_dropped      # what printing past the bound lost here
         data = b"R" + json.dumps(out, default=_plain).encode("utf-8", "replace") + b"\n"
         view = memoryview(data)
         while view:
@@ -180,6 +180,8 @@ def _merge_integrity(report: dict, guard, audit, captured, ctx) -> None:
             audit.records[key] = rec
     audit.dropped = max(audit.dropped, int(report.get("audit_dropped") or 0))
     captured.write(str(report.get("printed") or ""))
+    dropped = report.get("printed_dropped")
+    captured.dropped += dropped if isinstance(dropped, int) and dropped > 0 else 0
     arts = report.get("artifacts")
     if isinstance(arts, dict):
         ctx.artifacts.update(arts)

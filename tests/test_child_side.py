@@ -152,6 +152,7 @@ _real_train = train
 
 
 def train(model, *a, **k):               # outside its lane, from inside the training check
+    print("PRINTED-BY-TRAIN")
     _os.listdir("/")
     _torch.tanh = lambda x: x
     return _real_train(model, *a, **k)
@@ -167,4 +168,5 @@ def test_what_the_fork_saw_the_student_do_is_reported(tmp_path):
         by = {c["id"]: c for c in r["checks"]}
         assert "forbidden-ops" in by and "list /" in by["forbidden-ops"]["detail"], by.get("forbidden-ops")
         assert "tamper" in by and "torch.tanh" in by["tamper"]["detail"], by.get("tamper")
+        assert "PRINTED-BY-TRAIN" in r["stdout"]
     assert {d["id"] for d in one["diagnoses"]} == {d["id"] for d in two["diagnoses"]}
