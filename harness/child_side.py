@@ -1,9 +1,10 @@
 """The training probes in a second process beside the others: a check costs about the longer of the two.
 
-On a machine with a spare core the child forks once, just before the first probe marked `side` (the ones
-that train: train-trace, overfit, brief-training; lm's AdamW and schedule). The fork sees everything the
-probes before it saw, in the same state, and runs only the `side` probes, in their order; the first
-process skips them and goes on. Both are the same sandboxed child (same limits, same scratch folder):
+On a machine with a spare core the child forks once, after the static checks (before the first probe
+that is not static). The fork runs only the probes marked `side` (the ones that train: train-trace,
+overfit, brief-training; lm's AdamW and schedule), in their order, in the state the static checks left; the
+first process skips them and goes on with the rest. Side probes read nothing the others leave in ctx.cache,
+so the result is what one process gives (tests/test_child_side.py compares them). Both are the same sandboxed child (same limits, same scratch folder):
 nothing the student's code does in one reaches the other except through this module's pipe.
 
 What comes back is plain JSON on a pipe only the two share: the side probes' checks and timings, the
