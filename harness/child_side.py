@@ -3,8 +3,10 @@
 On a machine with a spare core the child forks once, after the static checks (before the first probe
 that is not static). The fork runs only the probes marked `side` (the ones that train: train-trace,
 overfit, brief-training; lm's AdamW and schedule), in their order, in the state the static checks left; the
-first process skips them and goes on with the rest. Side probes read nothing the others leave in ctx.cache,
-so the result is what one process gives (tests/test_child_side.py compares them). Both are the same sandboxed child (same limits, same scratch folder):
+first process skips them and goes on with the rest. What the others leave in ctx.cache the side probes do
+not read, except lm's lines of components that pass, which only move a location off such a component's
+function (an optimizer's or a schedule's wrong op is in its own); the result is what one process gives
+(tests/test_child_side.py compares them on the lesson, mutants and lm). Both are the same sandboxed child (same limits, same scratch folder):
 nothing the student's code does in one reaches the other except through this module's pipe.
 
 What comes back is plain JSON on a pipe only the two share: the side probes' checks and timings, the
