@@ -107,18 +107,9 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
 
 
 def _warm_html():
-    """The CLI's HTML warm-up thread, when the tree has one (harness.report.html.prepare)."""
-    import threading
-
-    def work():
-        try:
-            from harness.report import html as html_report
-            html_report.prepare()
-        except Exception:         # noqa: BLE001 - a tree without prepare(): nothing to warm
-            pass
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    return t
+    """The CLI's own HTML warm-up thread (harness.cli._prepare_html), when the tree has one."""
+    from harness import cli
+    return cli._prepare_html() if hasattr(cli, "_prepare_html") else None
 
 
 def run_one(tree: Path, target: Path) -> dict:

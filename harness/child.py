@@ -357,7 +357,7 @@ def main(argv=None):
     made = {}                   # probe id -> its checks
     for probe in todo:
         if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
-            side = child_side.start(beside, run, ctx, guard, audit, captured)
+            side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable)
             beside = beside if side is not None else []         # could not fork: all of them run here
         if side is not None and probe in beside:
             continue

@@ -9,7 +9,7 @@ function (an optimizer's or a schedule's wrong op is in its own); the result is 
 (tests/test_child_side.py compares them on the lesson, mutants and lm). Both are the same sandboxed child (same limits, same scratch folder):
 nothing the student's code does in one reaches the other except through this module's pipe.
 
-What comes back is plain JSON on a pipe only the two share: the side probes' checks and timings, the
+What comes back is JSON on a pipe only the two share, keyed as the result channel is: the side probes' checks and timings, the
 artifacts they made, what the tamper guard and the audit hook recorded meanwhile, and the student's printed
 output. The first process reads it as untrusted (student code ran in the fork): anything malformed, a crash
 or a fork that ends without a result turns the side probes into error checks that say so; running out of
@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 
 MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by the probes long before this
 
 
 class Side:
-    def __init__(self, pid: int, fd: int, probes: list):
-        self.pid, self.fd, self.probes = pid, fd, probes
+    def __init__(self, pid: int, fd: int, probes: list, key: bytes):
+        self.pid, self.fd, self.probes, self.key = pid, fd, probes, key
 
 
 def plan(todo: list, allowed: bool, audit) -> list:
@@ -42,12 +43,16 @@ def plan(todo: list, allowed: bool, audit) -> list:
     return beside
 
 
-def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
-    """Fork; the fork runs `probes` with run(probe) and reports on a pipe. None: could not fork (run them here)."""
+def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | None:
+    """Fork; the fork runs `probes` with run(probe) and reports on a pipe. None: could not fork (run them here).
+
+    The report is keyed as the result channel is (a fresh key, in memory only): writing a forged report to
+    the pipe takes finding the key, not just the descriptor. jsonable: the child's JSON fallback."""
     try:
         r, w = os.pipe()
     except OSError:
         return None
+    key = secrets.token_hex(16).encode()
     marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
              {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped)
     was, audit._busy = audit._busy, True        # the harness's own fork: not an operation of the student's
@@ -60,7 +65,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
         audit._busy = was
     if pid:
         os.close(w)
-        return Side(pid, r, probes)
+        return Side(pid, r, probes, key)
     os.close(r)                                 # the fork: run the side probes, report, and end
     code = 0
     preimport_dynamo(audit)
@@ -79,7 +84,7 @@ def start(probes: list, run, ctx, guard, audit, captured) -> Side | None:
         out["audit_dropped"] = audit.dropped
         out["printed"] = "".join(captured.parts[n_parts:])
         out["printed_dropped"] = captured.dropped - n_dropped      # what printing past the bound lost here
-        data = b"R" + json.dumps(out, default=_plain).encode("utf-8", "replace") + b"\n"
+        data = b"R" + key + json.dumps(out, default=jsonable).encode("utf-8", "replace") + b"\n"
         view = memoryview(data)
         while view:
             view = view[os.write(w, view[:65536]):]
@@ -126,13 +131,18 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
             name = line[1:].decode("ascii", "replace")
             if line.startswith(b"P") and name in ids:
                 send({"event": "phase", "name": name})
-    report_bytes = buf[1:] if buf.startswith(b"R") and size <= MAX_BYTES else b""
+    report_bytes = buf[1 + len(side.key):] if buf.startswith(b"R" + side.key) and size <= MAX_BYTES else b""
     os.close(side.fd)
     _, status = os.waitpid(side.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == exit_memory:
         die(exit_memory, "mtxdiag: the submission ran out of memory in a training check")
     report = _parse(report_bytes)
+    try:
+        if report is not None:
+            _merge_integrity(report, guard, audit, captured, ctx)
+    except Exception:         # noqa: BLE001 - a report of the wrong shape is no report
+        report = None
     if report is None:
         why = f"ended by signal {-code}" if code < 0 else f"exited with status {code}" if code else \
             "sent a report that could not be read"
@@ -142,7 +152,6 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
                              data={"exception": "SideProcessFailed", "message": why,
                                    "where": "the training checks' process", "timeout": False})]
                 for p in side.probes}
-    _merge_integrity(report, guard, audit, captured, ctx)
     timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
     timings["side_process"] = 1            # the training probes ran in a second process
     return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
@@ -198,16 +207,3 @@ def _parse(data: bytes):
     if not isinstance(report, dict) or not isinstance(report.get("checks"), dict):
         return None
     return report
-
-
-def _plain(o):
-    """JSON for what probes leave in checks and artifacts: tensors as lists, the rest as text."""
-    try:
-        import torch
-        if type(o) is torch.Tensor:
-            return o.tolist() if o.numel() < 10000 else f"<tensor {list(o.shape)}>"
-    except Exception:         # noqa: BLE001
-        pass
-    if isinstance(o, BaseException):
-        return type(o).__name__
-    return None if isinstance(o, float) else str(o)[:200]

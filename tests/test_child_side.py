@@ -170,3 +170,33 @@ def test_what_the_fork_saw_the_student_do_is_reported(tmp_path):
         assert "tamper" in by and "torch.tanh" in by["tamper"]["detail"], by.get("tamper")
         assert "PRINTED-BY-TRAIN" in r["stdout"]
     assert {d["id"] for d in one["diagnoses"]} == {d["id"] for d in two["diagnoses"]}
+
+
+FORGER = '''
+
+import os as _os
+import stat as _stat
+
+
+def train(*a, **k):                      # writes a report of its own to the pipes it can see, then ends
+    forged = b'R{"checks": {"train-trace": [], "overfit": []}, "timings": {}}\\n'
+    for fd in range(3, 20):
+        try:
+            if _stat.S_ISFIFO(_os.fstat(fd).st_mode):
+                _os.write(fd, forged)
+        except OSError:
+            pass
+    _os._exit(0)
+'''
+
+
+@two_cores
+def test_a_report_forged_by_the_fork_is_not_taken(tmp_path):
+    """Without the key the first process holds, a report written to the pipe is no report."""
+    p = tmp_path / "forger.py"
+    p.write_text(LESSON.read_text() + FORGER)
+    r = check_file(p, quick=True, limits=Limits(timeout_s=240, cores=2))
+    by = {c["id"]: c for c in r["checks"]}
+    assert by["train-trace"]["status"] == "error" and "could not be read" in by["train-trace"]["detail"], \
+        by.get("train-trace")
+    assert by["overfit"]["status"] == "error"

@@ -18,6 +18,8 @@ Cheap: one extra forward of each side on the (small) failing case; only for fail
 from __future__ import annotations
 
 import itertools
+import linecache
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -304,7 +306,7 @@ def _walk_up(student: Recorder, S: Op, Q: Op, matched: dict, reference: Recorder
             continue
         a, b = student.ops[_origin(student, s)], reference.ops[q]
         if a.name != b.name:
-            if _line_names(student, a, b.name) and not _line_names(student, a, a.name, call=False):
+            if _line_names(student, a, b.name) and not _line_names(student, a, a.name):
                 return a
             continue
         found = _walk_up(student, a, b, matched, reference, depth - 1)
@@ -313,15 +315,11 @@ def _walk_up(student: Recorder, S: Op, Q: Op, matched: dict, reference: Recorder
     return None
 
 
-def _line_names(rec: Recorder, op: Op, name: str, call: bool = True) -> bool:
-    """Whether the source line of op uses `name` as a word (a variable, a key: "cos"); call=False: other than
-    as the call itself (`.sin(`)."""
-    import linecache
-    import re
+def _line_names(rec: Recorder, op: Op, name: str) -> bool:
+    """Whether the source line of op uses `name` as a name (a variable, a key: "cos"), not as a call (`.sin(`)."""
     running = next((k for k, v in rec.files.items() if v == op.stack[0][0]), None)
     text = linecache.getline(running, op.stack[0][1]) if running else ""
-    words = re.findall(rf"\b{re.escape(name)}\b(?!\s*\()" if not call else rf"\b{re.escape(name)}\b", text)
-    return bool(words)
+    return re.search(rf"\b{re.escape(name)}\b(?!\s*\()", text) is not None
 
 
 def _found(where, op: Op, how: str, ops: list, passing) -> dict:
