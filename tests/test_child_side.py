@@ -35,6 +35,13 @@ def write_repo(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+def _lesson_with(tmp_path, name: str, fragment: str, **limits) -> dict:
+    """A quick check, on two cores, of the lesson's code with `fragment` appended."""
+    p = tmp_path / f"{name}.py"
+    p.write_text(LESSON.read_text() + fragment)
+    return check_file(p, quick=True, limits=Limits(**{"timeout_s": 240, "cores": 2, **limits}))
+
+
 def _both(path, **kw):
     one = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=1), **kw)
     two = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2), **kw)
@@ -92,9 +99,7 @@ def train(*a, **k):                      # the training check's process dies mid
 
 @two_cores
 def test_a_side_process_that_dies_is_reported_on_its_checks(tmp_path):
-    p = tmp_path / "crash.py"
-    p.write_text(LESSON.read_text() + CRASH)
-    r = check_file(p, quick=True, limits=Limits(timeout_s=240, cores=2))
+    r = _lesson_with(tmp_path, "crash", CRASH)
     by = {c["id"]: c for c in r["checks"]}
     assert by["train-trace"]["status"] == "error" and "signal 9" in by["train-trace"]["detail"], by["train-trace"]
     assert by["overfit"]["status"] == "error"
@@ -116,9 +121,7 @@ def train(*a, **k):                      # the training check's process runs out
 
 @two_cores
 def test_running_out_of_memory_in_the_side_process_ends_the_check_as_out_of_memory(tmp_path):
-    p = tmp_path / "hog.py"
-    p.write_text(LESSON.read_text() + HOG)
-    r = check_file(p, quick=True, limits=Limits(timeout_s=240, memory_mb=3072, cores=2))
+    r = _lesson_with(tmp_path, "hog", HOG, memory_mb=3072)
     assert (r.get("error") or {}).get("kind") == "memory", (r.get("error"), [d["id"] for d in r["diagnoses"]])
 
 
@@ -193,9 +196,7 @@ def train(*a, **k):                      # writes a report of its own to the pip
 @two_cores
 def test_a_report_forged_by_the_fork_is_not_taken(tmp_path):
     """Without the key the first process holds, a report written to the pipe is no report."""
-    p = tmp_path / "forger.py"
-    p.write_text(LESSON.read_text() + FORGER)
-    r = check_file(p, quick=True, limits=Limits(timeout_s=240, cores=2))
+    r = _lesson_with(tmp_path, "forger", FORGER)
     by = {c["id"]: c for c in r["checks"]}
     assert by["train-trace"]["status"] == "error" and "could not be read" in by["train-trace"]["detail"], \
         by.get("train-trace")
