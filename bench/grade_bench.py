@@ -4,6 +4,10 @@
     python bench/grade_bench.py --repeat 3      # medians of three runs
     python bench/grade_bench.py --full          # the full check (training probes), much slower
     python bench/grade_bench.py --jobs 2 --dask 1,2   # and a local Dask cluster of 1 and of 2 workers
+    python bench/grade_bench.py --cold          # each setting also cold (a new interpreter per submission)
+
+Checks run in warm workers (harness/warm.py), as `grade` runs them; `--cold` adds the same settings with
+`--cold`, alternating with the warm ones, and reports warm against cold.
 
 The class is a mix of reference copies and exported mutants (the same set every
 time). Every run grades into a fresh output folder (nothing reused from a cache).
@@ -55,12 +59,13 @@ def make_class(folder: Path, n: int) -> dict:
 
 
 def one_run(src: Path, work: Path, jobs: int, quick: bool, timeout: float, memory: int,
-            scheduler: str | None = None) -> dict:
+            scheduler: str | None = None, warm: bool = True) -> dict:
     out = work / f"out-j{jobs}-{time.monotonic_ns()}"
     load0 = _load()
     t0 = time.monotonic()
     summary = Grader(src, out, options=Options(quick=quick, jobs=jobs, timeout_s=timeout, memory_mb=memory,
-                                               force=True, scheduler=scheduler), progress=False).run()
+                                               force=True, scheduler=scheduler, warm=warm),
+                     progress=False).run()
     wall = time.monotonic() - t0
     verdicts = {}
     for row in summary.rows:
@@ -92,6 +97,7 @@ def main(argv=None) -> int:
                                                "each) to grade with too, e.g. 1,2; reported as dask1, dask2")
     ap.add_argument("--repeat", type=int, default=1, help="runs per job count; medians are reported")
     ap.add_argument("--full", action="store_true", help="full checks (training probes) instead of --quick")
+    ap.add_argument("--cold", action="store_true", help="also grade every setting cold (--cold), for comparison")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--memory", type=int, default=6144)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "grade_bench.json")
@@ -104,25 +110,33 @@ def main(argv=None) -> int:
         src = work / "class"
         kinds = make_class(src, args.n)
         results = {}
-        labels = [str(j) for j in job_counts] + [f"dask{w.strip()}" for w in args.dask.split(",") if w.strip()]
-        for label in labels:
-            jobs, cluster = (int(label), None) if not label.startswith("dask") else (1, _cluster(int(label[4:])))
-            runs = []
-            for r in range(args.repeat):
-                res = one_run(src, work, jobs, quick, args.timeout, args.memory,
-                              cluster.scheduler_address if cluster else None)
-                runs.append(res)
-                print(f"{label} run {r + 1}/{args.repeat}: {res['wall_s']:.1f} s for {res['graded']} submissions "
-                      f"({60 * res['graded'] / res['wall_s']:.2f}/min) verdicts={res['verdicts']} "
-                      f"load {res['load_before']} -> {res['load_after']}", flush=True)
+        settings = [str(j) for j in job_counts] + [f"dask{w.strip()}" for w in args.dask.split(",") if w.strip()]
+        labels = [s + m for s in settings for m in (["", "-cold"] if args.cold else [""])]
+        for setting in settings:
+            jobs, cluster = (int(setting), None) if not setting.startswith("dask") else \
+                (1, _cluster(int(setting[4:])))
+            runs = {s: [] for s in labels if s.split("-")[0] == setting}
+            for r in range(args.repeat):       # warm and cold alternate: the machine's drift hits both
+                for label in runs:
+                    res = one_run(src, work, jobs, quick, args.timeout, args.memory,
+                                  cluster.scheduler_address if cluster else None, warm=not label.endswith("-cold"))
+                    runs[label].append(res)
+                    print(f"{label} run {r + 1}/{args.repeat}: {res['wall_s']:.1f} s for {res['graded']} "
+                          f"submissions ({60 * res['graded'] / res['wall_s']:.2f}/min) verdicts={res['verdicts']} "
+                          f"load {res['load_before']} -> {res['load_after']}", flush=True)
             if cluster is not None:
                 cluster.close()
-            med = statistics.median(x["wall_s"] for x in runs)
-            results[label] = {"runs": runs, "median_wall_s": round(med, 2),
-                              "submissions_per_minute": round(60 * args.n / med, 2)}
+            for label, rs in runs.items():
+                med = statistics.median(x["wall_s"] for x in rs)
+                results[label] = {"runs": rs, "median_wall_s": round(med, 2),
+                                  "submissions_per_minute": round(60 * args.n / med, 2)}
         for label in labels:        # against the first job count; a Dask cluster against one Dask worker
-            first = "dask1" if label.startswith("dask") and "dask1" in results else labels[0]
+            mode = "-cold" if label.endswith("-cold") else ""
+            first = "dask1" + mode if label.startswith("dask") and "dask1" + mode in results else settings[0] + mode
             results[label]["speedup"] = round(results[first]["median_wall_s"] / results[label]["median_wall_s"], 2)
+            if not mode and label + "-cold" in results:
+                results[label]["vs_cold"] = round(results[label + "-cold"]["median_wall_s"] /
+                                                  results[label]["median_wall_s"], 2)
         report = {"benchmark": "grade", "harness_version": __version__, "n": args.n, "quick": quick,
                   "repeat": args.repeat, "timeout_s": args.timeout, "memory_mb": args.memory,
                   "class": {"reference": sum(1 for k in kinds.values() if k == "reference"),
@@ -136,9 +150,12 @@ def main(argv=None) -> int:
         print(f"{args.n} submissions, {'quick' if quick else 'full'} checks, {os.cpu_count()} CPUs")
         for label in labels:
             r = results[label]
-            name = f"--jobs {label}" if not label.startswith("dask") else f"Dask, {label[4:]} worker(s)"
-            print(f"  {name}: {r['median_wall_s']:7.1f} s  {r['submissions_per_minute']:6.2f} submissions/min"
-                  f"  speed-up x{r['speedup']:.2f}")
+            setting, cold = label.split("-")[0], label.endswith("-cold")
+            name = f"--jobs {setting}" if not setting.startswith("dask") else f"Dask, {setting[4:]} worker(s)"
+            name += " --cold" if cold else " (warm)"
+            vs = f"  x{r['vs_cold']:.2f} cold" if "vs_cold" in r else ""
+            print(f"  {name:26s}: {r['median_wall_s']:7.1f} s  {r['submissions_per_minute']:6.2f} submissions/min"
+                  f"  speed-up x{r['speedup']:.2f}{vs}")
         print(f"written to {args.out}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

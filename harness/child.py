@@ -433,9 +433,10 @@ def _jsonable(o):
     return _safe_str(o, 200) if not isinstance(o, BaseException) else _type_name(o)
 
 
-if __name__ == "__main__":
+def entry(argv=None) -> int:
+    """main() as a process runs it: its exit status, whatever the submission raised or called."""
     try:
-        code = main()
+        code = main(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException:
@@ -445,4 +446,8 @@ if __name__ == "__main__":
         sys.__stdout__.flush()
     except Exception:
         pass
-    _exit(code)  # skip interpreter teardown: a student's atexit or __del__ must not run after the result
+    return code
+
+
+if __name__ == "__main__":
+    _exit(entry())  # skip interpreter teardown: a student's atexit or __del__ must not run after the result

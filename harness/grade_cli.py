@@ -54,8 +54,11 @@ def _rubric(path):
               help="Visibility of the tests in each Gradescope results.json.")
 @click.option("--title", default=None, help="Title of the gradebook page.")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")
+@click.option("--warm/--cold", default=True, show_default=True,
+              help="Warm: each job slot keeps a sandboxed worker that imported torch once and forks a fresh "
+                   "child per submission (CPU). Cold: a new sandboxed interpreter per submission.")
 def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb, scheduler, force, quick, assignment, seed, device,
-          visibility, title, no_progress):
+          visibility, title, no_progress, warm):
     """Grade every submission in DIR into OUT: a .py/.ipynb file per student, or a folder per student
     holding exactly one such file. The student id is the file's stem or the folder's name.
 
@@ -74,7 +77,7 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
         raise BadInput("--timeout and --memory must be positive")
     opts = Options(assignment=assignment, seed=seed, device=device, quick=quick, timeout_s=timeout, memory_mb=memory,
                    jobs=jobs, scheduler=scheduler, force=force, visibility=visibility, output_mb=output_mb,
-                   load_timeout_s=load_timeout)
+                   load_timeout_s=load_timeout, warm=warm)
 
     def on_term(signum, frame):  # a batch system's SIGTERM: stop like Ctrl-C, keeping what is finished
         raise KeyboardInterrupt

@@ -38,6 +38,7 @@ class Options:
     stdout_visibility: str = "hidden"
     output_mb: float = 1.0       # more output than this is an integrity finding (output-flood)
     load_timeout_s: float = 30.0  # loading (definitions only) that runs longer ends as `timeout` during load
+    warm: bool = False           # checks run as forks of warm workers (warm.py): `grade` turns it on
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""
@@ -51,7 +52,8 @@ class Options:
         # a spare core per job (not with Dask: its workers' threads decide): the training probes run beside
         cores = 2 if not self.scheduler and 2 * self.jobs <= (os.cpu_count() or 1) else 1
         return {"timeout_s": float(self.timeout_s), "memory_mb": int(self.memory_mb), "threads": threads,
-                "output_mb": float(self.output_mb), "load_timeout_s": float(self.load_timeout_s), "cores": cores}
+                "output_mb": float(self.output_mb), "load_timeout_s": float(self.load_timeout_s), "cores": cores,
+                "warm": bool(self.warm and self.device == "cpu")}
 
 
 @dataclass

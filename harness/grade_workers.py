@@ -37,6 +37,10 @@ def _grade_local(grader, todo, summary, progress):
         pool.shutdown(wait=False, cancel_futures=True)
         _stop_children()
         raise
+    finally:
+        if grader.opts.warm:       # the batch's warm workers (warm.py): retired with the batch
+            from . import warm
+            warm.close_all()
     pool.shutdown(wait=True)
 
 

@@ -58,6 +58,7 @@ class Limits:
     output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
     load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
     cores: int = 1           # 2: the training probes run in a second process beside the others (child_side.py)
+    warm: bool = False       # a fork of a warm worker instead of a new interpreter (warm.py; CPU only)
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
@@ -113,7 +114,10 @@ def _env(threads: int, work: Path, isolation: str, token: str) -> dict:
 def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
               quick: bool = False, limits: Limits | None = None, on_event=None,
               isolate: str = "auto") -> ChildOutcome:
-    """Run the probes on `submission` in a limited child process; never raises for student faults."""
+    """Run the probes on `submission` in a limited child process; never raises for student faults.
+
+    With limits.warm (grade, selftest; CPU only) the child is a fork of a warm worker (warm.py): the same
+    harness.child, limits and channel, without a new sandbox and torch import per submission."""
     lim = limits or Limits()
     submission = Path(submission)
     t0 = time.monotonic()
@@ -121,10 +125,14 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         isolation = sandbox.mode(isolate)
     except RuntimeError as e:
         return ChildOutcome(None, "grader-fault", str(e), seconds=time.monotonic() - t0)
-    work = Path(tempfile.mkdtemp(prefix="mtxdiag-"))
+    worker = None
+    if lim.warm and device == "cpu":
+        from . import warm
+        worker = warm.acquire(isolation, lim.threads)
+    work = worker.new_run_dir() if worker else Path(tempfile.mkdtemp(prefix="mtxdiag-"))
     nonce, token = secrets.token_hex(16), secrets.token_hex(12)
     chan = ResultChannel(nonce, t0, on_event)
-    proc = None
+    run = None
     try:
         if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
             name = "repo"
@@ -133,85 +141,157 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
             static = _static_findings(work / name, str(submission))
-        r, w = os.pipe()
-        key_r, key_w = os.pipe()
-        os.write(key_w, (nonce + "\n").encode())
-        os.close(key_w)
         args = ["--submission", str(work / name), "--display-name", str(submission), "--assignment", assignment,
-                "--seed", str(seed), "--device", device, "--result-fd", str(w), "--threads", str(lim.threads),
+                "--seed", str(seed), "--device", device, "--threads", str(lim.threads),
                 "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
         if quick:
             args.append("--quick")
         if lim.cores >= 2 and device == "cpu":
             args.append("--side")
-        cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args, work=work, isolate=isolation,
-                              pass_fd=w, device=device)
-        try:
-            proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
-                                    preexec_fn=_limits(lim, _nproc_limit(lim), device), close_fds=True)
-        except BaseException:
-            os.close(r)
-            raise
-        finally:
-            os.close(w), os.close(key_r)
+        if worker is not None:
+            try:
+                run, r, out_fd, err_fd = _launch_warm(worker, args, work, nonce, lim)
+            except Exception:       # it could not take the run: retired, and this submission runs cold
+                worker.retire()
+                worker = None
+                return run_child(submission, assignment=assignment, seed=seed, device=device, quick=quick,
+                                 limits=_cold(lim), on_event=on_event, isolate=isolate)
+        else:
+            run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device)
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
-        out = Drain(os.dup(proc.stdout.fileno()), MAX_OUTPUT_BYTES)
-        err = Drain(os.dup(proc.stderr.fileno()), MAX_OUTPUT_BYTES)
-        proc.stdout.close(), proc.stderr.close()
+        out = Drain(out_fd, MAX_OUTPUT_BYTES)
+        err = Drain(err_fd, MAX_OUTPUT_BYTES)
         for d in (res, out, err):
             d.start()
         stack = ""
-        watch = memwatch.watchdog_for(device, lim.memory_mb, lambda: sandbox.members(proc.pid, token, proc.pid))
-        finished = _wait(proc, t0 + lim.timeout_s, watch)
+        watch = memwatch.watchdog_for(device, lim.memory_mb, run.members) if worker is None else None
+        finished = run.wait(t0 + lim.timeout_s, watch)
         resident = finished == "memory"
         if not finished:
-            stack = _stop(proc, work, isolation)
-        # Everything the run started dies with it: descendants, its session, carriers of its token.
-        sandbox.kill_tree(proc.pid, token, proc.pid)
-        _killpg(proc.pid)      # and its process group (the pid is still reserved: not reaped yet)
-        _reap(proc)
+            stack = run.stop()
+        run.kill()       # everything the run started dies with it (a warm worker: or retires)
         for d in (res, out, err):
             d.join(timeout=5)
-        rc = _signal_rc(proc.returncode, isolation)
-        seconds = time.monotonic() - t0
-        integrity = chan.problems()
-        if rc == EXIT_CHANNEL:
-            integrity.append("the submission closed or replaced the grader's private result channel")
-        flood = _flood(out, err, chan.result, lim)
-        common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stdout=out.text(), stderr=err.text(),
-                      stack=stack, phases=chan.phases, isolation=isolation,
-                      integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
-        where = f" (while running '{chan.phase}')" if chan.phase else ""
-        if integrity:
-            payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
-                else _empty_payload(assignment)
-            return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
-                                "tampering with the result channel", **common)
-        if resident:
-            return ChildOutcome(None, "memory", f"held {watch.peak_mb:.0f} MB resident, over the limit of "
-                                f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
-        if not finished:
-            return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
-        if rc == EXIT_MEMORY:
-            return ChildOutcome(None, "memory", f"ran out of memory (limit {lim.memory_mb} MB){where}", **common)
-        if chan.done and rc == 0 and isinstance(chan.result, dict):
-            return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission), flood), "ok",
-                                **common)
-        if isolation == "bwrap" and not chan.phases and "bwrap:" in common["stderr"]:
-            return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " +
-                                common["stderr"].strip()[-300:], **common)
-        status, reason = _why_died(rc, common["stderr"], lim)
-        return ChildOutcome(None, status, reason + where, **common)
+        return _outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static, submission,
+                        assignment, isolation, device, lim, time.monotonic() - t0)
     except OSError as e:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",
                             seconds=time.monotonic() - t0, isolation=isolation)
     finally:
-        if proc is not None and proc.returncode is None:   # an exception above: never leave a run behind
-            sandbox.kill_tree(proc.pid, token, proc.pid)
-            _killpg(proc.pid)
-            _reap(proc)
-        _rmtree(work)
+        if run is not None and run.returncode is None:   # an exception above: never leave a run behind
+            run.kill()
+        if worker is not None:
+            from . import warm
+            warm.release(worker)
+        else:
+            _rmtree(work)
+
+
+def _cold(lim: Limits) -> Limits:
+    from dataclasses import replace
+    return replace(lim, warm=False)
+
+
+def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolation: str, device: str):
+    """A new sandboxed interpreter for this run: (handle, result fd, stdout fd, stderr fd)."""
+    r, w = os.pipe()
+    key_r, key_w = os.pipe()
+    os.write(key_w, (nonce + "\n").encode())
+    os.close(key_w)
+    cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args + ["--result-fd", str(w)], work=work,
+                          isolate=isolation, pass_fd=w, device=device)
+    try:
+        proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
+                                preexec_fn=_limits(lim, _nproc_limit(lim), device), close_fds=True)
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w), os.close(key_r)
+    out, err = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
+    proc.stdout.close(), proc.stderr.close()
+    return _ColdRun(proc, token, work, isolation), r, out, err
+
+
+def _launch_warm(worker, args, work: Path, nonce: str, lim: Limits):
+    """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
+    from . import warm, zygote
+    fds = []
+    try:
+        r, w = os.pipe()
+        key_r, key_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
+        os.write(key_w, (nonce + "\n").encode())
+        run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
+                            warm.fork_limits(lim, _nproc_limit(lim)))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for fd in (w, key_r, key_w, out_w, err_w):
+        os.close(fd)
+    return run, r, out_r, err_r
+
+
+class _ColdRun:
+    """A cold child: a Popen in its own sandbox, waited for without reaping until its tree is killed."""
+
+    def __init__(self, proc, token: str, work: Path, isolation: str):
+        self.proc, self.token, self.work, self.isolation = proc, token, work, isolation
+
+    def members(self):
+        return sandbox.members(self.proc.pid, self.token, self.proc.pid)
+
+    def wait(self, deadline: float, watch=None):
+        return _wait(self.proc, deadline, watch)
+
+    def stop(self) -> str:
+        return _stop(self.proc, self.work, self.isolation)
+
+    def kill(self):
+        # descendants, its session, carriers of its token; then its process group (pid not reaped yet)
+        sandbox.kill_tree(self.proc.pid, self.token, self.proc.pid)
+        _killpg(self.proc.pid)
+        _reap(self.proc)
+
+    @property
+    def returncode(self):
+        return _signal_rc(self.proc.returncode, self.isolation)
+
+
+def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submission, assignment, isolation,
+             device, lim, seconds) -> ChildOutcome:
+    """What the run's channel, exit status and output say, with what only the parent sees."""
+    integrity = chan.problems()
+    if rc == EXIT_CHANNEL:
+        integrity.append("the submission closed or replaced the grader's private result channel")
+    flood = _flood(out, err, chan.result, lim)
+    common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stdout=out.text(), stderr=err.text(),
+                  stack=stack, phases=chan.phases, isolation=isolation,
+                  integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
+    where = f" (while running '{chan.phase}')" if chan.phase else ""
+    if integrity:
+        payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
+            else _empty_payload(assignment)
+        return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
+                            "tampering with the result channel", **common)
+    if resident:
+        return ChildOutcome(None, "memory", f"held {watch.peak_mb:.0f} MB resident, over the limit of "
+                            f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
+    if not finished:
+        return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
+    if rc == EXIT_MEMORY:
+        return ChildOutcome(None, "memory", f"ran out of memory (limit {lim.memory_mb} MB){where}", **common)
+    if chan.done and rc == 0 and isinstance(chan.result, dict):
+        return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission), flood), "ok", **common)
+    if isolation == "bwrap" and not chan.phases and "bwrap:" in common["stderr"]:
+        return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " +
+                            common["stderr"].strip()[-300:], **common)
+    status, reason = _why_died(rc, common["stderr"], lim)
+    return ChildOutcome(None, status, reason + where, **common)
 
 
 def _wait(proc, deadline: float, watch: memwatch.Watchdog | None = None) -> bool | str:

@@ -109,7 +109,7 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
         t = time.monotonic()
         r = check_file(case.path, assignment=case.assignment, quick=quick, seed=seed,
                        limits=Limits(timeout_s=timeout, threads=1 if jobs > 1 else 0,
-                                     cores=2 if 2 * jobs <= (os.cpu_count() or 1) else 1))
+                                     cores=2 if 2 * jobs <= (os.cpu_count() or 1) else 1, warm=True))
         diags = r["diagnoses"]
         row = {"case": case.name, "expected": case.expected, "top": diags[0]["id"] if diags else None,
                "top_confidence": diags[0]["confidence"] if diags else None,
@@ -131,8 +131,12 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
         if on_done:
             on_done(row)
         return row
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, cases))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, cases))
+    finally:
+        from . import warm
+        warm.close_all()        # the warm workers the cases ran in (warm.py)
 
 
 def summarise(rows) -> dict:

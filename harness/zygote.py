@@ -1,0 +1,199 @@
+"""A warm worker, inside the sandbox: torch imported once, a fresh forked child per submission.
+
+`grade` and `selftest` start one per job slot (warm.py, in the grading process). It runs under the same
+sandbox and limits as a cold child (runner.py), in the slot's own folder, and does only this:
+
+* imports what every check imports (torch, torch._dynamo, the probes, numpy and matplotlib when present) and
+  runs no tensor operation (a forked OpenMP pool would hang);
+* becomes the subreaper of everything below it and non-dumpable (no process of the sandbox can read or
+  write its memory or descriptors);
+* per request on its control socket (a JSON message and four descriptors: the key pipe, stdout, stderr,
+  the result pipe), forks; the fork closes the socket, starts its own session, takes the descriptors as
+  0, 1, 2 and 3, lowers its limits (address space, CPU time, processes) to the run's, moves into the run's
+  folder, draws fresh random seeds and runs `harness.child` exactly as a cold child does;
+* after the fork exits: kills every process left below it, reaps them, empties /tmp, /var/tmp, /dev/shm and
+  /dev/mqueue, removes System V IPC objects, and only then reports the exit status. The grading process
+  checks that no process of the run is left and empties the slot's folder before the next request.
+
+Student code never runs in this process: it runs only in the forks, each of which starts from the state
+this process had before the first submission.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import sys
+
+RESULT_FD = 3
+SCRUB = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
+def _warm_up() -> None:
+    """Import what a check imports, without computing anything."""
+    import torch
+    torch.set_num_threads(1)
+    import torch._dynamo  # noqa: F401  (the optimizer's first step imports it; see child_side.preimport_dynamo)
+
+    from . import audit, capture, child, child_side, lm_loader, loader  # noqa: F401
+    from .probes import PROBES  # noqa: F401
+    try:
+        import numpy  # noqa: F401
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401  (the lessons import it; 0.4 s a submission)
+    except Exception:
+        pass
+
+
+def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
+    """In the fork: become a fresh child for this run, then run harness.child. Never returns."""
+    code = 1
+    try:
+        control.close()
+        os.setsid()
+        for target, fd in zip((0, 1, 2, RESULT_FD), fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > RESULT_FD:
+                os.close(fd)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        lim = req["limits"]
+        if lim.get("as"):
+            resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
+        resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize"], lim["fsize"]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim["nofile"], lim["nofile"]))
+        if lim.get("nproc"):
+            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+            n = lim["nproc"] if hard == resource.RLIM_INFINITY else min(lim["nproc"], hard)
+            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        os.chdir(req["run"])
+        os.environ.update(req["env"])
+        import random
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        from . import child
+        sys.argv = [child.__file__] + list(req["argv"])
+        code = child.entry(list(req["argv"]))
+    except BaseException:
+        try:
+            import traceback
+            traceback.print_exc()
+        except BaseException:
+            pass
+    os._exit(code)
+
+
+def _clean_up() -> None:
+    """After a run: nothing of it may reach the next one."""
+    from .sandbox import kill_descendants
+    kill_descendants()
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    for top in SCRUB:
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+    _remove_sysv_ipc()
+
+
+def _remove_sysv_ipc() -> None:
+    """Shared memory, semaphores and message queues a run created (the sandbox's IPC namespace outlives it)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+    except Exception:
+        return
+    for kind, call in (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            parts = row.split()
+            if len(parts) > 1:
+                ident = int(parts[1])
+                if kind == "sem":
+                    getattr(libc, call)(ident, 0, 0)         # IPC_RMID (0)
+                else:
+                    getattr(libc, call)(ident, 0, None)
+
+
+def serve(control_fd: int) -> int:
+    control = socket.socket(fileno=control_fd)
+    control.set_inheritable(False)
+    _prctl(4, 0)                      # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem or fd of this process
+    _prctl(1, signal.SIGKILL)         # PR_SET_PDEATHSIG: die with whoever started us
+    _prctl(36, 1)                     # PR_SET_CHILD_SUBREAPER: orphans of a run come back here
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    _warm_up()
+    control.send(json.dumps({"ready": os.getpid()}).encode())
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(control, 65536, 4)
+        except OSError:
+            return 0
+        if not msg:
+            return 0
+        req = json.loads(msg)
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"error": "a request needs four descriptors"}).encode())
+            continue
+        pid = os.fork()
+        if pid == 0:
+            for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            _prctl(4, 1)                 # the fork is an ordinary child again (faulthandler, core limit 0)
+            _fork_run(req, fds, control)
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps({"started": pid}).encode())
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        _clean_up()
+        control.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--control-fd", type=int, required=True)
+    os._exit(serve(ap.parse_args().control_fd))
