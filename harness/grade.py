@@ -88,7 +88,8 @@ class Grader:
             return None
         return res
 
-    def _write_report(self, result: dict, sub: Submission) -> dict:
+    def _write_report(self, result: dict, sub: Submission, text: str | None = None) -> dict:
+        """report.html: the text a worker rendered (grade_results._render), or rendered here."""
         path = self._dir(sub.student) / "report.html"
         if sub.path is None:
             return {"path": None, "error": None}
@@ -97,13 +98,13 @@ class Grader:
         except ImportError as e:
             return {"path": None, "error": f"the HTML report module is not available ({e})"}
         try:
-            html_report.write(result, path, source_path=sub.path)
+            html_report.write(result, path, source_path=sub.path, text=text if isinstance(text, str) else None)
             return {"path": "report.html", "error": None}
         except Exception as e:  # a report must never stop the grading
             return {"path": None, "error": f"{type(e).__name__}: {e}"[:300]}
 
     def _commit(self, sub: Submission, result: dict, *, wall_s: float, host: str | None, graded_at: str | None,
-                report: bool = True, limits: dict | None = None) -> dict:
+                report: bool = True, limits: dict | None = None, report_html: str | None = None) -> dict:
         """Grade, write results.json and the report, then result.json last (its presence means done)."""
         grade = rubric_mod.score(result, self.rubric)
         fault = fault_of(result)
@@ -122,7 +123,7 @@ class Grader:
                                              execution_time=(result.get("timings") or {}).get("total_s")),
                           d / "results.json")
         if report:
-            grading["report"] = self._write_report(result, sub)
+            grading["report"] = self._write_report(result, sub, report_html)
         write_json_atomic(result, d / "result.json")
         return result
 
@@ -235,7 +236,9 @@ class Grader:
                 progress: Progress):
         if exc is None and outcome is not None and looks_valid(outcome.get("result")):
             result, wall, host = outcome["result"], outcome.get("wall_s", 0.0), outcome.get("host")
+            text = outcome.get("report_html")
         else:
+            text = None
             if exc is not None:
                 why = f"grading failed in the grader: {type(exc).__name__}: {exc}"
                 self.log(f"grader exception for {sub.student}:\n" + "".join(
@@ -244,7 +247,7 @@ class Grader:
                 why = "the grader received a malformed result"
             result = synthetic_result(str(sub.path), "grader-fault", why[:500], student_fault=False, opts=self.opts)
             wall, host = 0.0, None
-        res = self._commit(sub, result, wall_s=wall, host=host, graded_at=None)
+        res = self._commit(sub, result, wall_s=wall, host=host, graded_at=None, report_html=text)
         fault = res["grading"]["fault"]
         summary.graded.append(sub.student)
         if fault == "grader":

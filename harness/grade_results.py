@@ -54,9 +54,24 @@ def grade_one(job: dict, checker=None) -> dict:
                          quick=job["quick"], limits=Limits(**job["limits"]))
         result = _replace_strings(result, str(path), job["display"])
         result = _replace_strings(result, str(tmp), str(Path(job["display"]).parent))
-        return {"result": result, "wall_s": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
+        out = {"result": result, "wall_s": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
+        if job.get("render") and path.is_file():
+            out["report_html"] = _render(result, path, job["display"])
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _render(result: dict, copy: Path, display: str) -> str | None:
+    """The student's HTML report, rendered where the check ran (a Dask worker: the grading process then only
+    writes it). The source lines come from this copy of the same bytes; its path never shows."""
+    import html
+
+    from .report import html as html_report
+    try:
+        return html_report.render(result, source_path=copy).replace(str(copy), html.escape(display))
+    except Exception:          # the grading process renders it then, as for a local job
+        return None
 
 
 def _job(sub: Submission, opts: Options) -> dict:

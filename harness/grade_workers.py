@@ -56,7 +56,8 @@ def _grade_dask(grader, todo, summary, progress):
     futures = {}
     try:
         for s in todo:
-            f = client.submit(grade_one, _job(s, grader.opts), grader.checker, pure=False,
+            # reports are rendered on the workers (matplotlib: one thread per process there, not here)
+            f = client.submit(grade_one, dict(_job(s, grader.opts), render=True), grader.checker, pure=False,
                               key=f"mtxdiag-grade-{s.student}-{os.urandom(4).hex()}")
             futures[f] = s
         for fut in as_completed(list(futures)):

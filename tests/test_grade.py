@@ -437,6 +437,29 @@ def test_dask_local_cluster_with_the_fake_checker(tmp_path, fake):
     assert (out / "grades.csv").read_text() == (tmp_path / "local" / "grades.csv").read_text()
 
 
+
+def test_a_report_rendered_on_the_worker_is_the_one_the_grading_process_renders(tmp_path, fake):
+    """Dask jobs render the report where the check ran; it must be the same page, naming the student's file."""
+    from harness.grade_results import _job, grade_one
+    from harness.report import html as html_report
+    src = tmp_path / "class & co"
+    src.mkdir()
+    sub = src / "zoe.py"
+    sub.write_text("forbidden os.system\nline two\nline three <b>\n")
+    from harness.grade_discovery import Options, Submission
+    job = dict(_job(Submission("zoe", sub, data=sub.read_bytes()), Options(quick=True)), render=True)
+
+    def located(path, **kw):         # the fake's diagnosis, at line 3 of the file checked
+        r = fake_check(path, **kw)
+        r["diagnoses"][0]["location"] = {"file": str(path), "line": 3}
+        return r
+    out = grade_one(job, located)
+    here = html_report.render(out["result"], source_path=sub)
+    assert out["report_html"] == here
+    assert "line three &lt;b&gt;" in here and "class &amp; co" in here      # the excerpt and the escaped path
+    plain = grade_one(dict(job, render=False), located)
+    assert "report_html" not in plain
+
 # --------------------------------------------------------------------------- real child processes
 
 def test_failing_submissions_get_error_rows_and_the_batch_goes_on(tmp_path):

@@ -424,10 +424,11 @@ def _fallback(result, tb: str) -> str:
             f"<pre style='white-space:pre-wrap'>{e(tb[-4000:])}</pre></details></body></html>")
 
 
-def write(result: dict, html_path, source_path=None) -> Path:
-    """Render and write atomically (temp file in the same folder, then os.replace); parents are created."""
+def write(result: dict, html_path, source_path=None, text: str | None = None) -> Path:
+    """Render (or take `text`, rendered elsewhere) and write atomically (temp file in the same folder, then
+    os.replace); parents are created."""
     path = Path(html_path)
-    text = render(result, source_path=source_path)
+    text = render(result, source_path=source_path) if text is None else text
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
     try:
