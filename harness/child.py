@@ -233,7 +233,8 @@ def main(argv=None):
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
     t_torch = time.perf_counter()
-    slowdown = _calibrate()
+    from .calibrate import slowdown as _slowdown
+    slowdown = _slowdown()
     t_cal = time.perf_counter()
     from . import child_side, loader
     from .capture import capture
@@ -398,27 +399,6 @@ def _safe_tb(e) -> str:
         return "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=3))
     except BaseException:
         return _type_name(e)
-
-
-NOMINAL_STEP_S = 0.012  # one forward+backward of the reference at batch 16, one thread, idle 2-core machine
-
-
-def _calibrate() -> float:
-    """How much slower than nominal this machine is right now (time budgets stretch by this)."""
-    import torch
-    from reference_model import reversal as ref
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    m = ref.MiniTransformer()
-    src, tgt = ref.make_batch(16)
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        logits, _ = m(src, tgt[:, :-1])
-        logits.sum().backward()
-        best = min(best, time.perf_counter() - t)
-    torch.random.set_rng_state(state)
-    return max(1.0, best / NOMINAL_STEP_S)
 
 
 def _jsonable(o):

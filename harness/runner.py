@@ -39,6 +39,9 @@ from . import memwatch, sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
+from .scratch import env as _env
+from .scratch import read_plain_file as _read_plain_file
+from .scratch import rmtree as _rmtree
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -98,19 +101,6 @@ def _nproc_limit(lim: Limits) -> int | None:
     return n + lim.processes
 
 
-def _env(threads: int, work: Path, isolation: str, token: str) -> dict:
-    """A scrubbed environment: nothing of the instructor's (tokens, paths) reaches student code."""
-    keep = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-                                       "CUDA_VISIBLE_DEVICES", "SYSTEMROOT") if k in os.environ}
-    keep.update(PYTHONPATH=os.pathsep.join(dict.fromkeys(sandbox.python_path(isolation))),
-                PYTHONDONTWRITEBYTECODE="1", PYTHONSAFEPATH="1", PYTHONHASHSEED="0", MPLBACKEND="Agg",
-                HOME=str(work), TMPDIR=str(work), PYTHONNOUSERSITE="1")
-    keep[sandbox.TOKEN_VAR] = token
-    if threads:
-        keep.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    return keep
-
-
 def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
               quick: bool = False, limits: Limits | None = None, on_event=None,
               isolate: str = "auto") -> ChildOutcome:
@@ -150,7 +140,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             args.append("--side")
         if worker is not None:
             try:
-                run, r, out_fd, err_fd = _launch_warm(worker, args, work, nonce, lim)
+                run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, lim, _nproc_limit(lim))
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 worker = None
@@ -212,28 +202,6 @@ def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolatio
     out, err = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
     proc.stdout.close(), proc.stderr.close()
     return _ColdRun(proc, token, work, isolation), r, out, err
-
-
-def _launch_warm(worker, args, work: Path, nonce: str, lim: Limits):
-    """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
-    from . import warm, zygote
-    fds = []
-    try:
-        r, w = os.pipe()
-        key_r, key_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
-        os.write(key_w, (nonce + "\n").encode())
-        run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
-                            warm.fork_limits(lim, _nproc_limit(lim)))
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    for fd in (w, key_r, key_w, out_w, err_w):
-        os.close(fd)
-    return run, r, out_r, err_r
 
 
 class _ColdRun:
@@ -344,36 +312,6 @@ def _stop(proc, work: Path, isolation: str) -> str:
         return ""
     time.sleep(0.5)
     return _read_plain_file(work / "stack.txt", 20000)
-
-
-def _read_plain_file(path: Path, keep: int) -> str:
-    """The tail of a regular file the child wrote, never following a link it may have planted."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        st = os.fstat(fd)
-        import stat as _stat
-        if not _stat.S_ISREG(st.st_mode):
-            return ""
-        os.lseek(fd, max(0, st.st_size - 4 * keep), os.SEEK_SET)
-        return os.read(fd, 4 * keep).decode("utf-8", "replace")[-keep:]
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-
-
-def _rmtree(work: Path):
-    def onerror(func, path, exc):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-    shutil.rmtree(work, onerror=onerror)
 
 
 def _static_findings(copy: Path, display: str) -> list[dict]:

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import sandbox
+from . import sandbox, scratch
 
 START_TIMEOUT_S = 120.0
 _lock = threading.RLock()
@@ -93,7 +93,6 @@ class Worker:
 
     # -- life --------------------------------------------------------------------------------------
     def start(self) -> None:
-        from .runner import _env
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             theirs.set_inheritable(True)
@@ -102,7 +101,7 @@ class Worker:
                                   work=self.slot, isolate=self.isolation, pass_fd=fd)
             if self.isolation == "bwrap":      # its IPC namespace outlives a run: POSIX queues must be visible
                 cmd[cmd.index("--dev") + 2:cmd.index("--dev") + 2] = ["--mqueue", "/dev/mqueue"]
-            self.proc = subprocess.Popen(cmd, cwd=self.slot, env=_env(self.threads, self.slot, self.isolation,
+            self.proc = subprocess.Popen(cmd, cwd=self.slot, env=scratch.env(self.threads, self.slot, self.isolation,
                                                                       self.token),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, pass_fds=(fd,), preexec_fn=_zygote_limits,
@@ -137,9 +136,8 @@ class Worker:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        from .runner import _rmtree
         if self.slot.exists():
-            _rmtree(self.slot)
+            scratch.rmtree(self.slot)
         with _lock:
             _all.discard(self)
 
@@ -174,10 +172,9 @@ class Worker:
         if left:
             self.retire()
             return
-        from .runner import _rmtree
         for entry in list(self.slot.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
-                _rmtree(entry)
+                scratch.rmtree(entry)
             else:
                 entry.unlink(missing_ok=True)
         if any(self.slot.iterdir()):
@@ -229,7 +226,6 @@ class Run:
 
     def stop(self) -> str:
         """Ask the fork for its Python stack (the caller then retires the worker)."""
-        from .runner import _read_plain_file
         pid = self._host_pid()
         if pid is None:
             return ""
@@ -238,7 +234,7 @@ class Run:
         except OSError:
             return ""
         time.sleep(0.5)
-        return _read_plain_file(self.run_dir / "stack.txt", 20000)
+        return scratch.read_plain_file(self.run_dir / "stack.txt", 20000)
 
     def kill(self) -> None:
         self.worker.after_run(self.done)
@@ -265,6 +261,28 @@ def _is_child_of_zygote(pid: int) -> bool:
             return b"harness.zygote" in f.read().split(b"\0")
     except OSError:
         return False
+
+
+def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, lim, nproc: int | None):
+    """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
+    from . import zygote
+    fds = []
+    try:
+        r, w = os.pipe()
+        key_r, key_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
+        os.write(key_w, (nonce + "\n").encode())
+        run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
+                            fork_limits(lim, nproc))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for fd in (w, key_r, key_w, out_w, err_w):
+        os.close(fd)
+    return run, r, out_r, err_r
 
 
 def _zygote_limits():

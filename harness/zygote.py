@@ -46,11 +46,13 @@ def _warm_up() -> None:
     torch.set_num_threads(1)
     import torch._dynamo  # noqa: F401  (the optimizer's first step imports it; see child_side.preimport_dynamo)
 
-    from . import audit, capture, child, child_side, lm_loader, loader  # noqa: F401
+    import reference_model.reversal  # noqa: F401  (the calibration step's model)
+
+    from . import audit, calibrate, capture, child, child_side, lm_loader, loader  # noqa: F401
     from .probes import PROBES  # noqa: F401
     try:
-        import numpy  # noqa: F401
         import matplotlib
+        import numpy  # noqa: F401
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401  (the lessons import it; 0.4 s a submission)
     except Exception:
