@@ -230,6 +230,9 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     import torch  # before student code: the probes hold references taken now
+    # torch imports this at the first optimizer step and wraps torch.manual_seed then: imported before the
+    # functions are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones.
+    import torch._dynamo  # noqa: F401
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
     t_torch = time.perf_counter()
