@@ -39,8 +39,8 @@ from . import memwatch, sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
+from .scratch import ask_for_stack
 from .scratch import env as _env
-from .scratch import read_plain_file as _read_plain_file
 from .scratch import rmtree as _rmtree
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
@@ -118,7 +118,11 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     worker = None
     if lim.warm and device == "cpu":
         from . import warm
-        worker = warm.acquire(isolation, lim.threads)
+        try:
+            worker = warm.acquire(isolation, lim.threads)
+        except warm.Stopped:
+            return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
+                                seconds=time.monotonic() - t0, isolation=isolation)
     work = worker.new_run_dir() if worker else Path(tempfile.mkdtemp(prefix="mtxdiag-"))
     nonce, token = secrets.token_hex(16), secrets.token_hex(12)
     chan = ResultChannel(nonce, t0, on_event)
@@ -143,7 +147,10 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                 run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, lim, _nproc_limit(lim))
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
-                worker = None
+                stopped, worker = worker.stopped, None
+                if stopped:
+                    return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
+                                        seconds=time.monotonic() - t0, isolation=isolation)
                 return run_child(submission, assignment=assignment, seed=seed, device=device, quick=quick,
                                  limits=_cold(lim), on_event=on_event, isolate=isolate)
         else:
@@ -171,6 +178,8 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         if run is not None and run.returncode is None:   # an exception above: never leave a run behind
             run.kill()
         if worker is not None:
+            if run is None:            # nothing ran: its folder goes now (after a run the worker empties the slot)
+                _rmtree(work)
             from . import warm
             warm.release(worker)
         else:
@@ -302,16 +311,8 @@ def _signal_rc(rc, isolation):
 
 
 def _stop(proc, work: Path, isolation: str) -> str:
-    """Ask the child for its Python stack (faulthandler on SIGUSR1); the caller then kills the tree."""
-    pid = sandbox.find_child(proc.pid) if isolation == "bwrap" else proc.pid
-    if pid is None:
-        return ""
-    try:
-        os.kill(pid, signal.SIGUSR1)
-    except OSError:
-        return ""
-    time.sleep(0.5)
-    return _read_plain_file(work / "stack.txt", 20000)
+    """Ask the child for its Python stack; the caller then kills the tree."""
+    return ask_for_stack(sandbox.find_child(proc.pid) if isolation == "bwrap" else proc.pid, work)
 
 
 def _static_findings(copy: Path, display: str) -> list[dict]:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
+import time
 from pathlib import Path
 
 from . import sandbox
@@ -49,3 +51,15 @@ def rmtree(work: Path):
         except OSError:
             pass
     shutil.rmtree(work, onerror=onerror)
+
+
+def ask_for_stack(pid: int | None, work: Path) -> str:
+    """The child's Python stack: faulthandler writes it to work/stack.txt on SIGUSR1; '' when it cannot."""
+    if pid is None:
+        return ""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    time.sleep(0.5)
+    return read_plain_file(work / "stack.txt", 20000)

@@ -38,6 +38,10 @@ class WarmError(Exception):
     """The worker could not take the run (it was retired); the caller runs it cold."""
 
 
+class Stopped(Exception):
+    """close_all() retired the worker while it started or ran: the batch is stopping, run nothing more."""
+
+
 def acquire(isolation: str, threads: int) -> "Worker | None":
     """An idle worker for these settings, or a new one; None when none can start here."""
     key = (isolation, threads)
@@ -55,6 +59,8 @@ def acquire(isolation: str, threads: int) -> "Worker | None":
         w.start()
     except WarmError:
         w.retire()
+        if w.stopped:
+            raise Stopped from None
         return None
     return w
 
@@ -73,6 +79,7 @@ def close_all() -> None:
         workers = list(_all)
         _idle.clear()
     for w in workers:
+        w.stopped = True
         w.retire()
 
 
@@ -88,6 +95,7 @@ class Worker:
         self.token = secrets.token_hex(12)
         self.base: set[int] = set()        # the worker's own processes (bwrap, its init, the zygote)
         self.runs = 0
+        self.stopped = False               # retired by close_all(): the batch is stopping
         with _lock:
             _all.add(self)
 
@@ -226,15 +234,7 @@ class Run:
 
     def stop(self) -> str:
         """Ask the fork for its Python stack (the caller then retires the worker)."""
-        pid = self._host_pid()
-        if pid is None:
-            return ""
-        try:
-            os.kill(pid, signal.SIGUSR1)
-        except OSError:
-            return ""
-        time.sleep(0.5)
-        return scratch.read_plain_file(self.run_dir / "stack.txt", 20000)
+        return scratch.ask_for_stack(self._host_pid(), self.run_dir)
 
     def kill(self) -> None:
         self.worker.after_run(self.done)

@@ -84,7 +84,13 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
             n = lim["nproc"] if hard == resource.RLIM_INFINITY else min(lim["nproc"], hard)
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         os.chdir(req["run"])
+        import tempfile
+        was = tempfile.gettempdir()       # the worker's (its slot folder): torch's imports derived paths from it
         os.environ.update(req["env"])
+        tempfile.tempdir = None           # recomputed from this run's TMPDIR, as in a cold child
+        for k, v in list(os.environ.items()):      # e.g. TORCHINDUCTOR_CACHE_DIR, set by importing torch._dynamo
+            if k not in req["env"] and v.startswith(was + os.sep):
+                os.environ[k] = req["run"] + v[len(was):]
         import random
         random.seed()
         if "numpy" in sys.modules:

@@ -699,10 +699,13 @@ def test_limits_environment_and_folder(runs, monkeypatch):
     assert set(env) <= {"PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
                         "SYSTEMROOT", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONSAFEPATH", "PYTHONHASHSEED",
                         "MPLBACKEND", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                        "PWD", sandbox.TOKEN_VAR}, env
+                        "PWD", sandbox.TOKEN_VAR, "TORCHINDUCTOR_CACHE_DIR"}, env
     assert ROOT.as_posix() not in env["PYTHONPATH"] or sandbox.mode() == "none"
     cwd, listing = json.loads(lines["CWD"])
-    assert listing == ["stack.txt", "submission.py"]                      # only its own copy
+    # set by torch itself in the child (importing torch._dynamo), from its TMPDIR: the run's own folder
+    assert env.get("TORCHINDUCTOR_CACHE_DIR", cwd).startswith(cwd), env
+    # only its own copy (and torch's cache folder, which importing torch._dynamo makes in the run's TMPDIR)
+    assert [n for n in listing if not n.startswith("torchinductor_")] == ["stack.txt", "submission.py"]
     assert env["HOME"] == cwd
     assert cwd not in json.loads(lines["SYSPATH"]) and "" not in json.loads(lines["SYSPATH"])
     argv = json.loads(lines["ARGV"])
