@@ -105,7 +105,8 @@ class Worker:
         try:
             theirs.set_inheritable(True)
             fd = theirs.fileno()
-            cmd = sandbox.command([sys.executable, "-m", "harness.zygote", "--control-fd", str(fd)],
+            private = ["--private-tmp"] if self.isolation == "bwrap" else []   # else the machine's own /tmp
+            cmd = sandbox.command([sys.executable, "-m", "harness.zygote", "--control-fd", str(fd)] + private,
                                   work=self.slot, isolate=self.isolation, pass_fd=fd)
             if self.isolation == "bwrap":      # its IPC namespace outlives a run: POSIX queues must be visible
                 cmd[cmd.index("--dev") + 2:cmd.index("--dev") + 2] = ["--mqueue", "/dev/mqueue"]

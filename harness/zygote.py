@@ -107,8 +107,10 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
     os._exit(code)
 
 
-def _clean_up() -> None:
-    """After a run: nothing of it may reach the next one."""
+def _clean_up(private: bool) -> None:
+    """After a run: nothing of it may reach the next one. The shared folders and IPC objects are emptied only
+    when they are the sandbox's own (`private`): without bubblewrap they are the machine's, shared with
+    everything else the user runs (and a cold run shares them too)."""
     from .sandbox import kill_descendants
     kill_descendants()
     while True:
@@ -118,6 +120,8 @@ def _clean_up() -> None:
             break
         if pid == 0:
             break
+    if not private:
+        return
     for top in SCRUB:
         try:
             names = os.listdir(top)
@@ -158,7 +162,7 @@ def _remove_sysv_ipc() -> None:
                     getattr(libc, call)(ident, 0, None)
 
 
-def serve(control_fd: int) -> int:
+def serve(control_fd: int, private: bool) -> int:
     control = socket.socket(fileno=control_fd)
     control.set_inheritable(False)
     _prctl(4, 0)                      # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem or fd of this process
@@ -196,7 +200,7 @@ def serve(control_fd: int) -> int:
                 break
             except InterruptedError:
                 continue
-        _clean_up()
+        _clean_up(private)
         control.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
 
 
@@ -204,4 +208,6 @@ if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--control-fd", type=int, required=True)
-    os._exit(serve(ap.parse_args().control_fd))
+    ap.add_argument("--private-tmp", action="store_true", help="/tmp, /dev/shm and IPC are the sandbox's own")
+    a = ap.parse_args()
+    os._exit(serve(a.control_fd, a.private_tmp))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from harness import warm
+from harness import sandbox, warm
 from harness.api import check_file
 from harness.runner import Limits
 from mutants.export import export_submissions
@@ -148,6 +149,11 @@ def _fragment(tmp_path, name, text):
 
 
 def test_nothing_of_one_run_reaches_the_next(tmp_path):
+    if sandbox.mode() != "bwrap":       # without it /tmp, /dev/shm and IPC are the machine's: never emptied
+        why = f"bubblewrap is not used here ({sandbox.unavailable_reason() or 'MTXDIAG_ISOLATE=none'})"
+        if os.environ.get("MTXDIAG_REQUIRE_BWRAP") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
     leave = _fragment(tmp_path, "leave", LEAVE)
     look = _fragment(tmp_path, "look", LOOK)
     lim = Limits(timeout_s=120, warm=True)
@@ -235,3 +241,18 @@ def test_hostile_files_end_the_same_in_a_warm_worker(tmp_path):
             differ.append(name)
     assert differ == []
     assert not list(_pids_with(MARK))
+
+
+def test_without_the_sandbox_the_machines_temporary_folders_are_left_alone(tmp_path):
+    """Without bubblewrap /tmp and /dev/shm are the machine's: a worker never empties them."""
+    import tempfile
+    fd, keep = tempfile.mkstemp(prefix="mtxdiag-test-keep-", dir="/tmp")
+    os.close(fd)
+    try:
+        for _ in range(2):          # cleaning happens after a run, before the next
+            r = check_file(REFERENCE, quick=True, limits=Limits(timeout_s=120, warm=True), isolate="none")
+            assert r["verdict"] == "clean"
+        assert os.path.exists(keep) and tmp_path.exists()
+        assert sum(w.runs for ws in warm._idle.values() for w in ws) == 2      # both ran in the worker
+    finally:
+        os.unlink(keep)
