@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHILD_STARTUP = ("torch_import_s", "calibrate_s", "probe_imports_s")
+CHILD_STARTUP = ("torch_import_s", "calibrate_s", "probe_imports_s")   # and dynamo_import_s, where a tree has it
 FULL = False                 # --full: the whole check (training probes included), as `check` without --quick
 
 
@@ -68,7 +68,8 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
         before_load = t_load - t_rc
         ph["child_before_load_s"] = before_load
         if all(k in tm for k in CHILD_STARTUP):
-            ph["spawn_and_child_python_s"] = before_load - sum(tm[k] for k in CHILD_STARTUP)
+            ph["spawn_and_child_python_s"] = before_load - sum(tm[k] for k in CHILD_STARTUP) - \
+                tm.get("dynamo_import_s", 0)
         child_total = outcome.payload.get("timings", {}).get("total_s") if isinstance(outcome.payload, dict) \
             else None
         if isinstance(child_total, (int, float)):

@@ -230,12 +230,13 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     import torch  # before student code: the probes hold references taken now
+    t_torch = time.perf_counter()
     # torch imports this at the first optimizer step and wraps torch.manual_seed then: imported before the
     # functions are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones.
     import torch._dynamo  # noqa: F401
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(a.threads or 1)
-    t_torch = time.perf_counter()
+    t_dynamo = time.perf_counter()
     from .calibrate import slowdown as _slowdown
     slowdown = _slowdown()
     t_cal = time.perf_counter()
@@ -244,7 +245,7 @@ def main(argv=None):
     from .probes import PROBES
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
     # the child's fixed costs before the submission loads (bench/profile_check.py reads them)
-    startup = {"torch_import_s": t_torch - t_start, "calibrate_s": t_cal - t_torch,
+    startup = {"torch_import_s": t_torch - t_start, "dynamo_import_s": t_dynamo - t_torch, "calibrate_s": t_cal - t_dynamo,
                "probe_imports_s": time.perf_counter() - t_cal}
 
     guard = capture()
@@ -356,7 +357,7 @@ def main(argv=None):
         return checks
 
     todo = [p for p in PROBES if assignment in p.assignments and not (a.quick and p.cost == "train")]
-    beside = child_side.plan(todo, a.side and a.device == "cpu", audit)     # what runs in a second process
+    beside = child_side.plan(todo, a.side and a.device == "cpu")     # what runs in a second process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
     for probe in todo:

@@ -31,15 +31,12 @@ class Side:
         self.pid, self.fd, self.probes, self.key = pid, fd, probes, key
 
 
-def plan(todo: list, allowed: bool, audit) -> list:
+def plan(todo: list, allowed: bool) -> list:
     """The probes to run beside the others: those marked `side`, or in a full check only the long training
-    ones (brief-training: the rest then balance it). Without a second process, torch._dynamo is imported
-    here when probes that train will run."""
+    ones (brief-training: the rest then balance it)."""
     beside = [p for p in todo if p.side] if allowed else []
     if any(p.cost == "train" for p in beside):
         beside = [p for p in beside if p.cost == "train"]
-    if not beside and any(p.side for p in todo):
-        preimport_dynamo(audit)
     return beside
 
 
@@ -68,7 +65,6 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | No
         return Side(pid, r, probes, key)
     os.close(r)                                 # the fork: run the side probes, report, and end
     code = 0
-    preimport_dynamo(audit)
     try:
         out = {"checks": {}, "timings": {}}
         for p in probes:
@@ -91,19 +87,6 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | No
     except BaseException:                       # noqa: BLE001 - the first process reports a fork with no result
         code = 1
     os._exit(code)
-
-
-def preimport_dynamo(audit) -> None:
-    """Import torch._dynamo now, as the harness's own operation: torch imports it at the first optimizer
-    step anyway (Optimizer.step's wrapper does), and under the audit hook, which looks at every file that
-    import opens for the student's frames, it costs ~1.2 s instead of ~0.85 s. Only before probes that train."""
-    was, audit._busy = audit._busy, True
-    try:
-        import torch._dynamo  # noqa: F401
-    except Exception:         # noqa: BLE001 - then torch imports it when it needs it, as without this
-        pass
-    finally:
-        audit._busy = was
 
 
 def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_memory: int, send) -> dict:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import secrets
 import shutil
 import signal
@@ -39,7 +38,7 @@ from . import memwatch, sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
-from .scratch import ask_for_stack
+from .scratch import apply_rlimits, ask_for_stack, rlimits
 from .scratch import env as _env
 from .scratch import rmtree as _rmtree
 
@@ -65,19 +64,11 @@ class Limits:
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
-    address_space = memwatch.address_space_limit(device, lim.memory_mb)   # None for CUDA: see memwatch.py
+    values = rlimits(lim, nproc, device)
 
     def apply():
         os.setsid()
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if address_space:
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-        cpu = int(lim.timeout_s * max(1, os.cpu_count() or 1)) + 10
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_mb * 1024 * 1024,) * 2)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (lim.open_files, lim.open_files))
-        if nproc:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        apply_rlimits(values)
     return apply
 
 
@@ -144,7 +135,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             args.append("--side")
         if worker is not None:
             try:
-                run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, lim, _nproc_limit(lim))
+                run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, rlimits(lim, _nproc_limit(lim)))
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 stopped, worker = worker.stopped, None

@@ -1,14 +1,16 @@
-"""A run's scratch folder and environment: shared by the cold child (runner.py) and warm workers (warm.py)."""
+"""A run's scratch folder, environment and limits: shared by the cold child (runner.py) and warm workers
+(warm.py, zygote.py)."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import stat
 import time
 from pathlib import Path
 
-from . import sandbox
+from . import memwatch, sandbox
 
 
 def env(threads: int, work: Path, isolation: str, token: str) -> dict:
@@ -63,3 +65,25 @@ def ask_for_stack(pid: int | None, work: Path) -> str:
         return ""
     time.sleep(0.5)
     return read_plain_file(work / "stack.txt", 20000)
+
+
+def rlimits(lim, nproc: int | None, device: str = "cpu") -> dict:
+    """The run's resource limits (runner.Limits -> plain numbers): set on a cold child before it starts, and
+    by a warm worker's fork on itself (zygote.py). as: None for CUDA (see memwatch.py); nproc: None for root."""
+    return {"as": memwatch.address_space_limit(device, lim.memory_mb),
+            "cpu": int(lim.timeout_s * max(1, os.cpu_count() or 1)) + 10,
+            "fsize": lim.file_mb * 1024 * 1024, "nofile": lim.open_files, "nproc": nproc}
+
+
+def apply_rlimits(v: dict) -> None:
+    """Set rlimits() on the calling process (lowering only), with no core dumps."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if v.get("as"):
+        resource.setrlimit(resource.RLIMIT_AS, (v["as"], v["as"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (v["cpu"], v["cpu"] + 5))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (v["fsize"], v["fsize"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (v["nofile"], v["nofile"]))
+    if v.get("nproc"):
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        n = v["nproc"] if hard == resource.RLIM_INFINITY else min(v["nproc"], hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))

@@ -264,7 +264,7 @@ def _is_child_of_zygote(pid: int) -> bool:
         return False
 
 
-def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, lim, nproc: int | None):
+def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: dict):
     """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
     from . import zygote
     fds = []
@@ -276,7 +276,7 @@ def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, lim, npr
         fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
         os.write(key_w, (nonce + "\n").encode())
         run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
-                            fork_limits(lim, nproc))
+                            limits)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -291,12 +291,3 @@ def _zygote_limits():
     import resource
     os.setsid()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def fork_limits(lim, nproc: int | None) -> dict:
-    """What a fork sets for itself (runner._limits sets the same on a cold child)."""
-    from . import memwatch
-    return {"as": memwatch.address_space_limit("cpu", lim.memory_mb),
-            "cpu": int(lim.timeout_s * max(1, os.cpu_count() or 1)) + 10, "nproc": nproc,
-            "fsize": lim.file_mb * 1024 * 1024, "nofile": lim.open_files}
-

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -44,7 +43,7 @@ def _warm_up() -> None:
     """Import what a check imports, without computing anything."""
     import torch
     torch.set_num_threads(1)
-    import torch._dynamo  # noqa: F401  (the optimizer's first step imports it; see child_side.preimport_dynamo)
+    import torch._dynamo  # noqa: F401  (child.main imports it before recording torch's functions)
 
     import reference_model.reversal  # noqa: F401  (the calibration step's model)
 
@@ -73,16 +72,8 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        lim = req["limits"]
-        if lim.get("as"):
-            resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
-        resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 5))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize"], lim["fsize"]))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (lim["nofile"], lim["nofile"]))
-        if lim.get("nproc"):
-            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-            n = lim["nproc"] if hard == resource.RLIM_INFINITY else min(lim["nproc"], hard)
-            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        from .scratch import apply_rlimits
+        apply_rlimits(req["limits"])   # the same limits a cold child gets (runner._limits)
         os.chdir(req["run"])
         import tempfile
         was = tempfile.gettempdir()       # the worker's (its slot folder): torch's imports derived paths from it

@@ -446,7 +446,7 @@ def test_a_report_rendered_on_the_worker_is_the_one_the_grading_process_renders(
     src.mkdir()
     sub = src / "zoe.py"
     sub.write_text("forbidden os.system\nline two\nline three <b>\n")
-    from harness.grade_discovery import Options, Submission
+    from harness.grade_discovery import Submission
     job = dict(_job(Submission("zoe", sub, data=sub.read_bytes()), Options(quick=True)), render=True)
 
     def located(path, **kw):         # the fake's diagnosis, at line 3 of the file checked
