@@ -45,37 +45,94 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
 
     Exit status: 0 clean, 1 problems found, 2 usage error.
     """
+    assignment = _usable(file, assignment)
+    limits = Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout, cores=min(2, os.cpu_count() or 1))
+    result = check_and_report(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
+                              json_path=json_path, html_path=html_path)
+    sys.exit(exit_code(result))
+
+
+@main.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--assignment", type=click.Choice(["auto", "reversal", "block", "lm"]), default="auto",
+              show_default=True, help="As for `check`.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write each result as JSON here (default: reports/<name>.json).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write each HTML report here (default: reports/<name>.html).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--quick/--full", default=True, show_default=True,
+              help="Skip the training probes (the default here: a re-check in seconds) or run them.")
+@click.option("--timeout", type=float, default=180.0, show_default=True, help="Wall-clock limit of one check.")
+@click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
+@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+              help="As for `check`.")
+@click.option("--interval", type=click.FloatRange(min=0.05, max=60.0), default=0.5, show_default=True,
+              help="Seconds between two looks at the file.")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, hidden=True,
+              help="Stop after this many checks (tests, benchmarks).")
+def watch(file, assignment, json_path, html_path, seed, quick, timeout, memory, load_timeout, interval, max_runs):
+    """Check FILE now and again each time it is saved, until Ctrl-C.
+
+    The first check starts a warm worker (torch imported once, in the sandbox); each later check is a fresh
+    fork of it, with the same limits and result channel as any check. CPU only.
+
+    Exit status: that of the last check (0 clean, 1 problems found); 2 usage error.
+    """
+    from . import warm
+    from .watch import loop
+    assignment = _usable(file, assignment)
+    limits = Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout,
+                    cores=min(2, os.cpu_count() or 1), warm=True)
+    try:
+        last = loop(file, lambda n: check_and_report(file, assignment=assignment, seed=seed, device="cpu",
+                                                     quick=quick, limits=limits, json_path=json_path,
+                                                     html_path=html_path),
+                    interval=interval, max_runs=max_runs, say=click.echo)
+    finally:
+        warm.close_all()
+    sys.exit(exit_code(last) if last is not None else 0)
+
+
+def _usable(file: Path, assignment: str) -> str:
+    """The assignment to check FILE as; a usage error for what cannot be checked."""
     if not file.exists():
         raise click.UsageError(f"no such file: {file}")
     if file.is_dir():
         if assignment not in ("auto", "lm"):
             raise click.UsageError(f"{file} is a folder: only the `lm` assignment is checked from a repository")
-        assignment = "lm"
-    elif file.suffix not in (".py", ".ipynb"):
+        return "lm"
+    if file.suffix not in (".py", ".ipynb"):
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
+    return assignment
+
+
+def check_and_report(file: Path, *, assignment, seed, device, quick, limits, json_path=None, html_path=None,
+                     footer=None) -> dict:
+    """One check: progress on stderr, the JSON, the summary printed as soon as the diagnoses are known, then
+    the HTML report (its figures take a second) and its path. `footer`: a line after the report's path."""
     from .report import terminal
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
     try:
-        result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick,
-                            limits=Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout,
-                                          cores=min(2, os.cpu_count() or 1)),
+        result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
                             on_event=progress.phase)
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")
     write_json_atomic(result, json_path)
+    click.echo(terminal.summary(result, json_path=json_path))
     html_path = html_path or _default_report(file, "html")
-    html_written = None
     warm.join()
     try:
         from .report import html as html_report
         html_report.write(result, html_path, source_path=file)
-        html_written = html_path
+        click.echo(terminal.report_line(html_path))
     except ImportError:
         pass
-    click.echo(terminal.summary(result, json_path=json_path, html_path=html_written))
-    sys.exit(exit_code(result))
+    if footer:
+        click.echo(footer)
+    return result
 
 
 def _prepare_html() -> threading.Thread:

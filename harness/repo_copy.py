@@ -11,10 +11,11 @@ from pathlib import Path
 REPO_MAX_FILES, REPO_MAX_BYTES, REPO_FILE_BYTES = 3000, 40 * 1024 * 1024, 2 * 1024 * 1024
 
 
-def copy_repo(src: Path, dst: Path, scan) -> list[dict]:
-    """Copy a repository's Python files (no data, no .git, no links) into the work folder; scan them."""
+def repo_files(src: Path):
+    """The repository's files a check reads, as (path, path relative to src): its Python files (no data, no .git,
+    no links), within the bounds on their number and size."""
     from .lm_loader import SKIP_ANYWHERE, SKIP_DIRS
-    static, n, total = [], 0, 0
+    n, total = 0, 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         skip = SKIP_DIRS if Path(dirpath) == src else SKIP_ANYWHERE   # cs336_basics/data/ is code, ./data is not
         dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
@@ -25,17 +26,23 @@ def copy_repo(src: Path, dst: Path, scan) -> list[dict]:
             size = p.stat().st_size
             if size > REPO_FILE_BYTES or n >= REPO_MAX_FILES or total + size > REPO_MAX_BYTES:
                 continue
-            rel = p.relative_to(src)
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, dst / rel)
             n, total = n + 1, total + size
-            # scanned: the adapters and package modules (what the adapters can import); not the course's tests,
-            # nor loose scripts (a training script's eval() never runs in a check and must not read as tampering)
-            in_package = len(rel.parts) > 1 and (src / rel.parts[0] / "__init__.py").is_file()
-            if rel.name == "adapters.py" or (in_package and rel.parts[0] != "tests"):
-                for finding in scan(dst / rel, f"{src}/{rel}"):
-                    finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
-                        if finding.get("location") else None
-                    static.append(finding)
+            yield p, p.relative_to(src)
+
+
+def copy_repo(src: Path, dst: Path, scan) -> list[dict]:
+    """Copy a repository's Python files (repo_files) into the work folder; scan them."""
+    static = []
+    for p, rel in repo_files(src):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, dst / rel)
+        # scanned: the adapters and package modules (what the adapters can import); not the course's tests,
+        # nor loose scripts (a training script's eval() never runs in a check and must not read as tampering)
+        in_package = len(rel.parts) > 1 and (src / rel.parts[0] / "__init__.py").is_file()
+        if rel.name == "adapters.py" or (in_package and rel.parts[0] != "tests"):
+            for finding in scan(dst / rel, f"{src}/{rel}"):
+                finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
+                    if finding.get("location") else None
+                static.append(finding)
     dst.mkdir(exist_ok=True)
     return static

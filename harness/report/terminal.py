@@ -305,3 +305,12 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
 
 
 ASCII_FALLBACK = str.maketrans({"…": "...", "│": "|", "·": "-"})
+
+
+def report_line(html_path, color: bool | None = None) -> str:
+    """The summary's `report` line, printed once the HTML report is written (after the summary)."""
+    color = _color(sys.stdout) if color is None else color
+    if not color:
+        return f"  report   {html_path}"
+    import click
+    return "  report   " + click.style(str(html_path), bold=True)
