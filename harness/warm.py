@@ -9,7 +9,7 @@ is back to exactly its own processes and empties the slot's folder; anything els
 is killed with its sandbox; the next submission gets a fresh one). A run that times out, or a worker that
 dies or answers out of turn, also retires it.
 
-Used by `grade` and `selftest` (Limits.warm) on the CPU; `check` and CUDA runs are cold.
+Used by `grade`, `selftest` and `watch` (Limits.warm) on the CPU; `check` and CUDA runs are cold.
 """
 from __future__ import annotations
 
