@@ -243,7 +243,7 @@ def main(argv=None):
     from . import child_side, loader
     from .capture import capture
     from .probes import PROBES
-    from .probes.base import Context, ProbeTimeout, Skip, StudentError, check
+    from .probes.base import Context, ProbeTimeout, Skip, StudentError, check, seed_all
     # the child's fixed costs before the submission loads (bench/profile_check.py reads them)
     startup = {"torch_import_s": t_torch - t_start, "dynamo_import_s": t_dynamo - t_torch, "calibrate_s": t_cal - t_dynamo,
                "probe_imports_s": time.perf_counter() - t_cal}
@@ -264,6 +264,7 @@ def main(argv=None):
         with open(a.submission, "rb") as f:
             raw = f.read()
     sys.stdout = sys.stderr = captured
+    seed_all(a.seed, "load")
     try:
         if lm_loader.wants(raw, a.assignment):
             source, module = lm_loader.load(a.submission, a.display_name, raw, a.load_timeout)
@@ -315,6 +316,7 @@ def main(argv=None):
         try:
             if not contract_ok:
                 raise Skip("the required names are missing")
+            seed_all(a.seed, probe.id)
             checks = probe.fn(ctx)
             if not isinstance(checks, list):
                 raise TypeError(f"probe {probe.id} returned {type(checks).__name__}")

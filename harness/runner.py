@@ -246,6 +246,8 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
             else _empty_payload(assignment)
         return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
                             "tampering with the result channel", **common)
+    if not chan.phases and not (chan.done and rc == 0):
+        return _before_load(rc, finished, common, isolation, lim)
     if resident:
         return ChildOutcome(None, "memory", f"held {watch.peak_mb:.0f} MB resident, over the limit of "
                             f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
@@ -255,11 +257,21 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
         return ChildOutcome(None, "memory", f"ran out of memory (limit {lim.memory_mb} MB){where}", **common)
     if chan.done and rc == 0 and isinstance(chan.result, dict):
         return ChildOutcome(_with_parent_checks(chan.result, [], static, str(submission), flood), "ok", **common)
-    if isolation == "bwrap" and not chan.phases and "bwrap:" in common["stderr"]:
-        return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " +
-                            common["stderr"].strip()[-300:], **common)
     status, reason = _why_died(rc, common["stderr"], lim)
     return ChildOutcome(None, status, reason + where, **common)
+
+
+def _before_load(rc, finished, common: dict, isolation: str, lim: Limits) -> ChildOutcome:
+    """The run ended before the child announced the 'load' phase: no line of the submission had run, so
+    whatever ended it (the sandbox, the checker's own start-up, the machine) is not the student's doing."""
+    err = common["stderr"].strip()
+    if isolation == "bwrap" and "bwrap:" in err:
+        return ChildOutcome(None, "grader-fault", "the sandbox (bubblewrap) could not start: " + err[-300:], **common)
+    why = f"did not reach the submission within {lim.timeout_s:.0f} s" if not finished else \
+        _why_died(rc, err, lim)[1].split(" before sending")[0].split(" (e.g.")[0]
+    last = err.splitlines()[-1][:300] if err else ""
+    return ChildOutcome(None, "grader-fault", f"the checker {why} before any of the submission's code ran"
+                        + (f": {last}" if last else ""), **common)
 
 
 def _wait(proc, deadline: float, watch: memwatch.Watchdog | None = None) -> bool | str:

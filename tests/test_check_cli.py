@@ -272,6 +272,16 @@ def test_softmax_mutant_is_diagnosed(tmp_path):
     assert_no_harness_traceback(run)
 
 
+def test_a_checker_that_fails_before_the_submission_runs_blames_nobody_in_it(tmp_path):
+    """Under a memory limit too low for torch to load, the child dies before it announces the load: no line of
+    the student's ran, so this is the checker's fault (not `crashed` at 100% against the student)."""
+    run = run_check(tmp_path, LESSON_PY, "--memory", "200")
+    err = run.result["error"]
+    assert err["student_fault"] is False and err["kind"] == "grader-fault", err
+    assert "before any of the submission's code ran" in err["reason"]
+    assert [d["id"] for d in run.result["diagnoses"]] == ["grader-fault"]
+
+
 # --------------------------------------------------------------------------- usage errors
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import signal
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,22 @@ def check(id: str, status: str, measured: Any = None, expected: str = "", detail
 def rnd(x: float, n: int = 4) -> float | None:
     x = float(x)
     return None if math.isnan(x) or math.isinf(x) else round(x, n)
+
+
+def seed_all(seed: int, label: str) -> None:
+    """Seed torch's, Python's and numpy's global generators from (--seed, what runs next).
+
+    torch seeds its default generator at random in each process, and a warm worker's forks would all inherit
+    one state: seeded before loading and before each probe, whatever the student's code draws without a
+    generator of its own (nn.init.trunc_normal_'s resampling, np.random in get_batch, dropout) is the same in
+    every run, in one process or two, cold or warm."""
+    import random
+    import zlib
+    s = zlib.crc32(f"{seed}:{label}".encode())
+    torch.manual_seed(s)
+    random.seed(s)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(s)
 
 
 @dataclass
