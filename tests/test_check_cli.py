@@ -315,7 +315,9 @@ def test_usage_error_from_the_installed_command(tmp_path):
 
 @pytest.mark.slow
 def test_a_class_body_that_loops_forever_stops_at_the_load_limit(tmp_path):
-    """Issue 14: loading has its own limit (30 s): the check ends with `timeout` well before its own (180 s)."""
+    """Issue 14: loading has its own limit (30 s): the check ends with `timeout` when loading has run 30 s
+    by the child's clock, long before the check's own limit (180 s). The end-to-end seconds (set-up before
+    loading included) depend on the machine: bench/load_limit_bench.py measures them, not this test."""
     f = tmp_path / "spin.py"
     f.write_text("import torch.nn as nn\n\n\nclass MiniTransformer(nn.Module):\n    n = 0\n"
                  "    while True:\n        n += 1\n")
@@ -324,8 +326,11 @@ def test_a_class_body_that_loops_forever_stops_at_the_load_limit(tmp_path):
                                     "--html", str(tmp_path / "r.html")])
     took = time.monotonic() - t
     result = json.loads((tmp_path / "r.json").read_text())
-    assert took < 35, took
+    load_s = result["timings"]["load_s"]
+    assert 29.5 <= load_s < 32, load_s      # stopped by the load limit, at the limit
+    assert took < 90, took                  # far from the check's 180 s: the load limit ended it
     assert result["diagnoses"][0]["id"] == "timeout" and result["diagnoses"][0]["location"]["line"] in (6, 7)
+    assert "30 s" in json.dumps(result["diagnoses"][0]["evidence"])
     assert res.exit_code == 1
 
 
