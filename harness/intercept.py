@@ -54,10 +54,28 @@ class Recorder(TorchFunctionMode):
 
     def __post_init__(self):
         super().__init__()
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Record nothing more. Every torch call pays for an active mode (a Python call per op): once a probe
+        has what it needs, the mode leaves torch's stack if it is on top (it is, unless the student's code
+        entered a mode of its own since), else it only passes calls through."""
+        if not self.stopped:
+            self.stopped = True
+            if torch.overrides._get_current_function_mode() is self:
+                torch.overrides._pop_mode()
+                self._popped = True
+
+    def __exit__(self, *exc):
+        if not getattr(self, "_popped", False):
+            return super().__exit__(*exc)
+        return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.stopped:
+            return out
         op = _BY_FUNC.get(func)
         if op is not None and (self.only is None or op in self.only) and len(self.calls) < self.limit:
             line = self._student_line()

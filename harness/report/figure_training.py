@@ -65,6 +65,7 @@ def training(tr: dict, ref: dict | None) -> Figure:
             ax.set_ylim(0, top * 1.1 if top > 0 else 1)
         if k == "lr" and _positive(mine[k]) and (theirs[k] is None or _positive(theirs[k])):
             ax.set_yscale("log")
+            ax.minorticks_off()         # unlabelled marks; made one object each, they were most of the drawing
         ax.set_title(title)
         ax.set_xlabel("optimizer step")
         ax.grid(alpha=0.25, lw=0.5)
@@ -120,6 +121,7 @@ def _curve_axes(fig, ax, v, xlabel: str, ylabel: str, legend: str):
     """One curve's axes: a log scale when every value is positive, labels, a light grid, the legend."""
     if np.nanmin(np.where(np.isfinite(v), v, np.inf)) > 0:
         ax.set_yscale("log")
+        ax.minorticks_off()             # unlabelled marks; made one object each, they were most of the drawing
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.25, lw=0.5)
