@@ -56,26 +56,33 @@ class Recorder(TorchFunctionMode):
         super().__init__()
         self.stopped = False
 
-    def stop(self) -> None:
-        """Record nothing more. Every torch call pays for an active mode (a Python call per op): once a probe
-        has what it needs, the mode leaves torch's stack if it is on top (it is, unless the student's code
-        entered a mode of its own since), else it only passes calls through."""
-        if not self.stopped:
-            self.stopped = True
-            if torch.overrides._get_current_function_mode() is self:
-                torch.overrides._pop_mode()
-                self._popped = True
+    def stop(self) -> bool:
+        """Leave torch's mode stack and record nothing more; True if it left. Every torch call pays for an
+        active mode (a Python call per op): once a probe has what it needs, this makes the rest of the run
+        cost what it costs without the recorder. Only from the top of the stack (a mode the student's code
+        entered since stays in force): if it is not on top it goes on recording and says False."""
+        if self.stopped:
+            return True
+        if torch.overrides._get_current_function_mode() is not self:
+            return False
+        torch.overrides._pop_mode()
+        self.stopped = True
+        return True
+
+    def resume(self) -> None:
+        """Back on top of the stack after stop(), recording again (its `with` then leaves as usual)."""
+        if self.stopped:
+            torch.overrides._push_mode(self)
+            self.stopped = False
 
     def __exit__(self, *exc):
-        if not getattr(self, "_popped", False):
+        if not self.stopped:
             return super().__exit__(*exc)
         return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if self.stopped:
-            return out
         op = _BY_FUNC.get(func)
         if op is not None and (self.only is None or op in self.only) and len(self.calls) < self.limit:
             line = self._student_line()
@@ -94,6 +101,44 @@ class Recorder(TorchFunctionMode):
 
     def of(self, op: str) -> list[Call]:
         return [c for c in self.calls if c.op == op]
+
+
+class LossTap:
+    """Each loss the student's code computes, with no mode active: F.cross_entropy and F.nll_loss wrapped
+    while `on` (the names a loss module and an `F.` call look up at call time; a function imported by name
+    before is not seen, which `calls` tells). Put back with off() before any guard check: the guard watches
+    torch.nn.functional. Only with no recorder active: a recorder would see the wrapper, not the loss."""
+
+    NAMES = ("cross_entropy", "nll_loss")
+
+    def __init__(self):
+        self.losses, self.calls, self._orig = [], 0, {}
+
+    def on(self) -> None:
+        for name in self.NAMES:
+            orig = getattr(F, name)
+            self._orig[name] = orig
+            setattr(F, name, self._wrap(orig))
+
+    def _wrap(self, orig):
+        import functools
+
+        @functools.wraps(orig)
+        def loss(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            self.calls += 1
+            if isinstance(out, torch.Tensor) and out.dim() == 0:
+                self.losses.append(out.detach())
+            return out
+        loss._mtxdiag_tap = True
+        return loss
+
+    def off(self) -> None:
+        """Put the originals back, unless the student's code replaced ours since (the guard names that)."""
+        for name, orig in self._orig.items():
+            if getattr(getattr(F, name), "_mtxdiag_tap", False):
+                setattr(F, name, orig)
+        self._orig.clear()
 
 
 def softmax_dim(call: Call) -> int | None:

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _get_current_function_mode, _len_torch_function_stack
 
-from harness.intercept import Recorder
+from harness.intercept import LossTap, Recorder
 
 HERE = __file__
 
@@ -29,12 +29,26 @@ def test_stop_leaves_the_mode_stack_and_records_nothing_more():
     with Recorder(HERE, only=("cross_entropy",)) as rec:
         _loss(x, y)
         assert _get_current_function_mode() is rec
-        rec.stop()
+        assert rec.stop()
         assert _len_torch_function_stack() == depth      # off torch's stack: later calls pay nothing
         _loss(x, y)
-        rec.stop()                                        # twice is harmless
+        assert rec.stop()                                 # twice is harmless
     assert _len_torch_function_stack() == depth           # the `with` did not pop anything else
     assert len(rec.calls) == 1
+
+
+def test_resume_records_again_and_the_with_leaves_as_usual():
+    x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
+    depth = _len_torch_function_stack()
+    with Recorder(HERE, only=("cross_entropy",)) as rec:
+        _loss(x, y)
+        rec.stop()
+        _loss(x, y)
+        rec.resume()
+        assert _get_current_function_mode() is rec
+        _loss(x, y)
+    assert _len_torch_function_stack() == depth
+    assert len(rec.calls) == 2
 
 
 class _Other(TorchFunctionMode):
@@ -47,17 +61,60 @@ class _Other(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_stop_under_another_mode_only_passes_calls_through():
+def test_stop_under_another_mode_refuses_and_goes_on_recording():
     """A mode the student entered after the recorder stays on top and keeps working; the recorder, not on top,
-    cannot leave the stack, so it stops recording and leaves on its `with` as usual."""
+    cannot leave the stack: it says so and goes on recording, and leaves on its `with` as usual."""
     x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
     depth = _len_torch_function_stack()
     with Recorder(HERE, only=("cross_entropy",)) as rec:
         with _Other() as other:
-            rec.stop()
+            assert not rec.stop()
             assert _get_current_function_mode() is other
             _loss(x, y)
             assert other.seen >= 1
         assert _get_current_function_mode() is rec
     assert _len_torch_function_stack() == depth
-    assert rec.calls == []
+    assert len(rec.calls) == 1
+
+
+def test_loss_tap_sees_module_and_functional_losses_and_puts_them_back():
+    x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
+    orig = (F.cross_entropy, F.nll_loss)
+    tap = LossTap()
+    tap.on()
+    try:
+        a = torch.nn.CrossEntropyLoss()(x, y)                  # the module looks F.cross_entropy up per call
+        b = F.nll_loss(torch.log_softmax(x, -1), y)
+        F.cross_entropy(x, y, reduction="none")               # not a scalar: counted, not a loss value
+    finally:
+        tap.off()
+    assert (F.cross_entropy, F.nll_loss) == orig
+    assert tap.calls == 3
+    assert [float(v) for v in tap.losses] == [float(a), float(b)]
+
+
+def test_loss_tap_is_blind_to_a_function_imported_by_name():
+    """The case the trace falls back to recording for: the tap reports that it saw nothing."""
+    from torch.nn.functional import cross_entropy
+    tap = LossTap()
+    tap.on()
+    try:
+        cross_entropy(torch.randn(4, 5), torch.tensor([0, 1, 2, 3]))
+    finally:
+        tap.off()
+    assert tap.calls == 0 and tap.losses == []
+
+
+def test_loss_tap_leaves_a_replacement_made_since_for_the_guard():
+    orig = F.cross_entropy
+    tap = LossTap()
+    tap.on()
+
+    def theirs(*a, **k):
+        return orig(*a, **k)
+    F.cross_entropy = theirs
+    try:
+        tap.off()
+        assert F.cross_entropy is theirs
+    finally:
+        F.cross_entropy = orig
