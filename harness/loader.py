@@ -247,10 +247,14 @@ def load(source: Source, module_name: str = "submission", timeout_s: float = LOA
     import sys
     import traceback
 
+    from . import lazy_import
     tree = filter_module(source)
+    lazy = lazy_import.rewrite(tree)      # plotting libraries for the skipped experiments: imported when used
     code = compile(tree, source.code_path, "exec")
     module = types.ModuleType(module_name)
     module.__file__ = source.code_path
+    if lazy:
+        module.__dict__[lazy_import.FACTORY] = lazy_import.lazy
     sys.modules[module_name] = module  # lets pickle/deepcopy find the student's classes
     try:
         with load_limit(timeout_s):
@@ -264,6 +268,8 @@ def load(source: Source, module_name: str = "submission", timeout_s: float = LOA
             kind = "timeout"
         msg = "".join(traceback.format_exception_only(type(e), e)).strip()
         raise SubmissionError(kind, msg, line)
+    finally:
+        module.__dict__.pop(lazy_import.FACTORY, None)
     return module
 
 
