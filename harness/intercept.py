@@ -141,6 +141,35 @@ class LossTap:
         self._orig.clear()
 
 
+class StepLosses:
+    """The loss of every optimizer step of a training loop, for the price of recording only the first.
+
+    The recorder sees steps 1..`first` (the probes read the first loss call and its arguments); at that
+    step's optimizer step it leaves the stack and a LossTap takes the later steps' losses. A tap that sees
+    nothing by the next step is blind (the loss function was imported by name): the recorder resumes (that
+    one step's loss is missing). `first` 0: the recorder records throughout. Call at_step(k) from an optimizer
+    pre-step hook (step k's forward pass and loss are done), tap.off() before the student call ends."""
+
+    def __init__(self, rec: Recorder, first: int):
+        self.rec, self.first, self.tap, self.mode, self.since = rec, first, LossTap(), "record", None
+
+    def at_step(self, k: int) -> None:
+        if self.mode == "record" and self.first and k >= self.first and \
+                any(c.op in LossTap.NAMES for c in self.rec.calls) and self.rec.stop():
+            self.tap.on()
+            self.mode, self.since = "tap", k
+        elif self.mode == "tap" and k == self.since + 1 and not self.tap.calls:
+            self.tap.off()
+            self.rec.resume()
+            self.mode = "record-all"
+
+    def values(self) -> list[float]:
+        """Scalar loss values in call order: the recorder's, then the tap's (it only ever took over)."""
+        out = [float(c.out.detach()) for c in self.rec.calls if c.op in LossTap.NAMES
+               and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
+        return out + [float(v) for v in self.tap.losses]
+
+
 def softmax_dim(call: Call) -> int | None:
     """The dim a recorded softmax normalised over, as a negative index."""
     dim = call.kwargs.get("dim", call.args[1] if len(call.args) > 1 else None)

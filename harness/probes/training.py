@@ -14,7 +14,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from ..intercept import LossTap, Recorder
+from ..intercept import Recorder, StepLosses
 from . import locate
 from .base import StudentError, check, rnd
 from .base import caller_line as _caller_line
@@ -26,10 +26,9 @@ def _trace(ctx, model, steps, batch_size, record_steps=None):
 
     `record_steps`: the recorder (a torch function mode: it costs every torch call of the loop, ~40% of
     the trace on the stub, ~15% of training the real model) sees only the first steps, the rules read the
-    first loss call; the later steps' losses are tapped at F.cross_entropy / F.nll_loss (intercept.LossTap)
-    or, where the tap sees none (a loss function imported by name), recorded again. None: all recorded."""
+    first loss call; the later steps' losses are tapped (intercept.StepLosses). None: all recorded."""
     fn = ctx.need("train")
-    lrs, norms, losses, seen = [], [], [], {}
+    lrs, norms, seen = [], [], {}
 
     clipped = []   # what clip_grad_norm_ returned this step: the norm before clipping
 
@@ -49,21 +48,8 @@ def _trace(ctx, model, steps, batch_size, record_steps=None):
         return real_train(mode)
     model.train = train_mode
 
-    tap, state = LossTap(), {"mode": "record"}
-
-    def switch(k):             # at step k's optimizer step: its forward pass and loss are done
-        if state["mode"] == "record" and k >= record_steps and \
-                any(c.op in ("cross_entropy", "nll_loss") for c in rec.calls) and rec.stop():
-            tap.on()
-            state["mode"], state["from"] = "tap", k
-        elif state["mode"] == "tap" and k == state["from"] + 1 and not tap.calls:
-            tap.off()          # blind: the loss is called by another name; record (step k's loss is lost)
-            rec.resume()
-            state["mode"] = "record-all"
-
     def on_step(opt, args, kwargs):
-        if record_steps is not None:
-            switch(len(lrs) + 1)
+        losses.at_step(len(lrs) + 1)
         if "step_line" not in mech:
             mech["step_line"] = _caller_line(ctx)
             stepped = {id(p) for g in opt.param_groups for p in g["params"]}
@@ -105,6 +91,7 @@ def _trace(ctx, model, steps, batch_size, record_steps=None):
     h2 = model.register_forward_hook(post, with_kwargs=True)
     rec = Recorder(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
                    only=("cross_entropy", "nll_loss"))
+    losses = StepLosses(rec, record_steps or 0)
     kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
     t = time.perf_counter()
     try:
@@ -112,16 +99,14 @@ def _trace(ctx, model, steps, batch_size, record_steps=None):
             try:
                 fn(model, **kw)
             finally:
-                tap.off()      # before the guard's check at the end of the student call
+                losses.tap.off()   # before the guard's check at the end of the student call
     finally:
         h0.remove(), h1.remove(), h2.remove()
         for h in grad_hooks:
             h.remove()
         del model.train
         torch.nn.utils.clip_grad_norm_ = real_clip
-    losses = [rnd(float(c.out.detach())) for c in rec.calls if c.op in ("cross_entropy", "nll_loss")
-              and isinstance(c.out, torch.Tensor) and c.out.dim() == 0] + [rnd(float(v)) for v in tap.losses]
-    return {"lrs": lrs, "norms": norms, "losses": losses, "seen": seen, "rec": rec, "seconds": time.perf_counter() - t,
+    return {"lrs": lrs, "norms": norms, "losses": [rnd(v) for v in losses.values()], "seen": seen, "rec": rec, "seconds": time.perf_counter() - t,
             "mech": mech}
 
 
