@@ -70,15 +70,17 @@ def behavioural_causes() -> set[str]:
 
 
 def run(selected: list[dict], *, quick: bool = True, seeds: int = 1, jobs: int = 1, timeout: float = 600,
-        log=None) -> list[dict]:
-    """check_file on every (entry, seed); returns one record per run with the result's essentials."""
+        log=None, warm: bool = False) -> list[dict]:
+    """check_file on every (entry, seed); returns one record per run with the result's essentials.
+    warm: each check a fork of a warm worker, as `grade` runs them (the same results, without a new
+    interpreter and torch import per check; tests/test_warm.py compares the two)."""
     jobs_list = [(e, s) for e in selected for s in range(seeds)]
 
     def one(job):
         e, seed = job
         t = time.perf_counter()
         r = check_file(e["path"], assignment=e["assignment"], seed=seed, quick=quick,
-                       limits=Limits(timeout_s=timeout, threads=1))
+                       limits=Limits(timeout_s=timeout, threads=1, warm=warm))
         rec = {"file": e["file"], "assignment": e["assignment"], "seed": seed, "verdict": r["verdict"],
                "diagnoses": [{k: d.get(k) for k in ("id", "confidence", "location", "title")}
                              for d in r["diagnoses"]],
@@ -87,8 +89,13 @@ def run(selected: list[dict], *, quick: bool = True, seeds: int = 1, jobs: int =
             log(f"{e['assignment']}/{e['file']} seed {seed}: {r['verdict']} "
                 f"{[(d['id'], d['confidence']) for d in r['diagnoses']]} ({rec['seconds']}s)")
         return rec
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(one, jobs_list))
+    try:
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            return list(pool.map(one, jobs_list))
+    finally:
+        if warm:
+            from harness import warm as warm_pool
+            warm_pool.close_all()
 
 
 def _line_hit(entry: dict, loc: dict | None) -> bool | None:
@@ -217,6 +224,7 @@ def main(argv=None):
     ap.add_argument("--only", help="only files whose name contains this text")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--warm", action="store_true", help="run each check in a fork of a warm worker (as grade)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "corpus.json"))
     ap.add_argument("--manifest", help="score another manifest instead (e.g. the blind set in "
                                        "tests/corpus/reversal/unseen/manifest.json); its splits count in 'all'")
@@ -226,7 +234,7 @@ def main(argv=None):
         [e for e in load_other_manifest(Path(a.manifest)) if not a.only or a.only in e["file"]]
     t = time.perf_counter()
     records = run(selected, quick=not a.full, seeds=a.seeds, jobs=a.jobs, timeout=a.timeout,
-                  log=lambda m: print(m, file=sys.stderr, flush=True))
+                  log=lambda m: print(m, file=sys.stderr, flush=True), warm=a.warm)
     scores = score(selected, records)
     print(table(scores))
     print(failures_text(scores["all"]))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import warm
 from harness.api import check_file
 from harness.runner import Limits
 
@@ -26,11 +27,14 @@ _spec.loader.exec_module(bench)
 def scored():
     entries = json.loads((LM / "manifest.json").read_text())
 
-    def run(e):
-        r = check_file(LM / e["path"], assignment="lm", quick=True, limits=Limits(timeout_s=240))
+    def run(e):      # in warm workers, as `grade` runs checks (the same results as cold: tests/test_warm.py)
+        r = check_file(LM / e["path"], assignment="lm", quick=True, limits=Limits(timeout_s=240, warm=True))
         return e, r
-    with cf.ThreadPoolExecutor(2) as pool:
-        return list(pool.map(run, entries))
+    try:
+        with cf.ThreadPoolExecutor(2) as pool:
+            return list(pool.map(run, entries))
+    finally:
+        warm.close_all()
 
 
 @pytest.mark.slow
