@@ -18,6 +18,7 @@ memory there ends the whole check as out of memory, as it would in one process. 
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
@@ -53,14 +54,17 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | No
     marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
              {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped)
     was, audit._busy = audit._busy, True        # the harness's own fork: not an operation of the student's
+    gc.freeze()     # the fork's collections then skip what it shares with this process (see zygote._warm_up)
     try:
         pid = os.fork()
     except OSError:
         os.close(r), os.close(w)
+        gc.unfreeze()
         return None
     finally:
         audit._busy = was
     if pid:
+        gc.unfreeze()                           # this process collects as before
         os.close(w)
         return Side(pid, r, probes, key)
     os.close(r)                                 # the fork: run the side probes, report, and end
