@@ -144,18 +144,18 @@ class LossTap:
 class StepLosses:
     """The loss of every optimizer step of a training loop, for the price of recording only the first.
 
-    The recorder sees steps 1..`first` (the probes read the first loss call and its arguments); at that
-    step's optimizer step it leaves the stack and a LossTap takes the later steps' losses. A tap that sees
-    nothing by the next step is blind (the loss function was imported by name): the recorder resumes (that
-    one step's loss is missing). `first` 0: the recorder records throughout. Call at_step(k) from an optimizer
-    pre-step hook (step k's forward pass and loss are done), tap.off() before the student call ends."""
+    The recorder sees step 1 (the probes read the first loss call and its arguments); at that step's
+    optimizer step it leaves the stack and a LossTap takes the later steps' losses. A tap that sees nothing
+    by the next step is blind (the loss function was imported by name): the recorder resumes (that one step's
+    loss is missing). A recorder that saw no loss call, or cannot leave the stack, records throughout. Call
+    at_step(k) from an optimizer pre-step hook (step k's forward pass and loss are done), tap.off() before
+    the student call ends."""
 
-    def __init__(self, rec: Recorder, first: int):
-        self.rec, self.first, self.tap, self.mode, self.since = rec, first, LossTap(), "record", None
+    def __init__(self, rec: Recorder):
+        self.rec, self.tap, self.mode, self.since = rec, LossTap(), "record", None
 
     def at_step(self, k: int) -> None:
-        if self.mode == "record" and self.first and k >= self.first and \
-                any(c.op in LossTap.NAMES for c in self.rec.calls) and self.rec.stop():
+        if self.mode == "record" and any(c.op in LossTap.NAMES for c in self.rec.calls) and self.rec.stop():
             self.tap.on()
             self.mode, self.since = "tap", k
         elif self.mode == "tap" and k == self.since + 1 and not self.tap.calls:

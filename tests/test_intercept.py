@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _get_current_function_mode, _len_torch_function_stack
 
-from harness.intercept import LossTap, Recorder
+from harness.intercept import LossTap, Recorder, StepLosses
 
 HERE = __file__
 
@@ -118,3 +118,37 @@ def test_loss_tap_leaves_a_replacement_made_since_for_the_guard():
         assert F.cross_entropy is theirs
     finally:
         F.cross_entropy = orig
+
+
+def _loop(loss_fn, steps: int, losses: StepLosses) -> list[float]:
+    """A training loop's loss calls, with at_step(k) where an optimizer pre-step hook would call it."""
+    want = []
+    torch.manual_seed(0)
+    try:
+        for k in range(1, steps + 1):
+            x, y = torch.randn(4, 5), torch.randint(0, 5, (4,))
+            want.append(float(loss_fn(x, y)))
+            losses.at_step(k)
+    finally:
+        losses.tap.off()
+    return want
+
+
+def test_step_losses_record_the_first_step_and_tap_the_rest():
+    depth = _len_torch_function_stack()
+    with Recorder(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
+        losses = StepLosses(rec)
+        want = _loop(lambda x, y: F.cross_entropy(x, y), 6, losses)
+        assert losses.mode == "tap" and _len_torch_function_stack() == depth     # the recorder left after step 1
+    assert len(rec.calls) == 1                       # step 1's call, with its arguments, for the rules
+    assert losses.values() == want                   # every step's loss, in order
+    assert F.cross_entropy.__module__ == "torch.nn.functional" and not hasattr(F.cross_entropy, "_mtxdiag_tap")
+
+
+def test_step_losses_hand_back_to_the_recorder_when_the_tap_is_blind():
+    from torch.nn.functional import cross_entropy     # bound before the tap: it never sees these calls
+    with Recorder(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
+        losses = StepLosses(rec)
+        want = _loop(lambda x, y: cross_entropy(x, y), 6, losses)
+        assert losses.mode == "record-all" and _get_current_function_mode() is rec
+    assert losses.values() == want[:1] + want[2:]    # step 2's loss fell between the two: the one missing

@@ -80,7 +80,7 @@ def brief_training(ctx):
     torch.manual_seed(ctx.seed)
     model = ctx.model()
     fn = ctx.module.train
-    tr = _trace(ctx, model, steps, bs, record_steps=1) if "warmup" not in kwargs_for(fn, warmup=1) else \
+    tr = _trace(ctx, model, steps, bs) if "warmup" not in kwargs_for(fn, warmup=1) else \
         _trace_warm(ctx, model, steps, bs)
     ctx.artifacts["training"] = {"loss": tr["losses"], "lr": [rnd(v, 8) for v in tr["lrs"]],
                                  "grad_norm": [rnd(v, 3) if v is not None else None for v in tr["norms"]],
@@ -111,7 +111,7 @@ def _trace_warm(ctx, model, steps, bs):
         return real(m, **kw, **kwargs_for(real, warmup=50))
     ctx.module.train = short
     try:
-        return _trace(ctx, model, steps, bs, record_steps=1)
+        return _trace(ctx, model, steps, bs)
     finally:
         ctx.module.train = real
 

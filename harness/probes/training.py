@@ -21,12 +21,12 @@ from .base import caller_line as _caller_line
 from .common import PAD, batch, default, kwargs_for, ref_loss, small_model
 
 
-def _trace(ctx, model, steps, batch_size, record_steps=None):
+def _trace(ctx, model, steps, batch_size):
     """Run the student's train(model, steps=...) with its mechanics measured at every optimizer step.
 
-    `record_steps`: the recorder (a torch function mode: it costs every torch call of the loop, ~40% of
-    the trace on the stub, ~15% of training the real model) sees only the first steps, the rules read the
-    first loss call; the later steps' losses are tapped (intercept.StepLosses). None: all recorded."""
+    The recorder (a torch function mode: it costs every torch call of the loop, ~40% of the trace on the
+    stub, ~15% of training the real model) sees the first step, whose loss call the rules read; the later
+    steps' losses are tapped (intercept.StepLosses)."""
     fn = ctx.need("train")
     lrs, norms, seen = [], [], {}
 
@@ -91,7 +91,7 @@ def _trace(ctx, model, steps, batch_size, record_steps=None):
     h2 = model.register_forward_hook(post, with_kwargs=True)
     rec = Recorder(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
                    only=("cross_entropy", "nll_loss"))
-    losses = StepLosses(rec, record_steps or 0)
+    losses = StepLosses(rec)
     kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
     t = time.perf_counter()
     try:
@@ -223,10 +223,10 @@ def trace(ctx):
     torch.manual_seed(ctx.seed)
     make = (lambda: Stub().to(ctx.device))
     try:
-        tr = _trace(ctx, make(), steps, batch_size=4, record_steps=1)
+        tr = _trace(ctx, make(), steps, batch_size=4)
     except StudentError:  # train() needs more of the model than the stub has: trace a tiny real one
         make = (lambda: small_model(ctx, dropout=0.0))
-        tr = _trace(ctx, make(), steps, batch_size=4, record_steps=1)
+        tr = _trace(ctx, make(), steps, batch_size=4)
     tr["mech"]["make_model"] = make
     lrs, seen, rec = tr["lrs"], tr["seen"], tr["rec"]
     ctx.artifacts["trace"] = {"lr": [rnd(v, 8) for v in lrs[:800]], "loss": tr["losses"][:800]}
