@@ -136,7 +136,7 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
 
 
 def _prepare_html() -> threading.Thread:
-    """The HTML report's one-time costs (imports, fonts), paid in a thread while the child runs: the parent
+    """The HTML report's one-time costs (imports, the template), paid in a thread while the child runs: the parent
     only waits for the child then."""
     def work():
         try:

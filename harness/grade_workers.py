@@ -56,7 +56,7 @@ def _grade_dask(grader, todo, summary, progress):
     futures = {}
     try:
         for s in todo:
-            # reports are rendered on the workers (matplotlib: one thread per process there, not here)
+            # reports are rendered on the workers: the drawing is spread over them, not queued here
             f = client.submit(grade_one, dict(_job(s, grader.opts), render=True), grader.checker, pure=False,
                               key=f"mtxdiag-grade-{s.student}-{os.urandom(4).hex()}")
             futures[f] = s

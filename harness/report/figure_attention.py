@@ -5,8 +5,30 @@ import math
 
 import numpy as np
 
-from .figure_common import (BLUE, GREY, MAX_HEADS, MAX_LAYERS, PAD, SKY, VERMILION, Figure, FigureError, fmt,
-                             heat, matrix, new_figure, num, stack, styled, to_figure, token, tokens, values)
+from .figure_common import (
+    BLUE,
+    GREY,
+    MAX_HEADS,
+    MAX_LAYERS,
+    PAD,
+    SKY,
+    VERMILION,
+    Figure,
+    FigureError,
+    fmt,
+    heat,
+    matrix,
+    new_figure,
+    num,
+    stack,
+    to_figure,
+    token,
+    tokens,
+    values,
+)
+from .svg_base import PT
+
+CROSS = 2.1          # half-width in px of a cross marking a leak
 
 
 # -- cross-attention --------------------------------------------------------------------------------
@@ -32,7 +54,6 @@ def _per_head(x, n):
     return out
 
 
-@styled
 def cross_attention(ca: dict) -> list[Figure]:
     """One figure per decoder layer: the expected anti-diagonal, then every head."""
     if not isinstance(ca, dict):
@@ -69,32 +90,28 @@ def cross_attention(ca: dict) -> list[Figure]:
         nrows = math.ceil(n_heads / 4)
         cell = 1.75 if rows <= 12 and cols <= 12 else 2.2
         fig = new_figure((per_row + 1.3) * cell + 0.9, nrows * (cell + 0.45) + 0.6)
-        gs = fig.add_gridspec(nrows, per_row + 2, width_ratios=[1, 0.3] + [1] * per_row, left=0.075,
-                              right=0.915, bottom=0.16 / nrows + 0.05, top=1 - 0.26 / nrows, wspace=0.3,
-                              hspace=0.6)
+        gs = fig.grid(nrows, per_row + 2, width_ratios=[1, 0.3] + [1] * per_row, left=0.075, right=0.915,
+                      bottom=0.16 / nrows + 0.05, top=1 - 0.26 / nrows, wspace=0.3, hspace=0.6)
         exp = expected_cross(src, rows, cols)
-        ax = fig.add_subplot(gs[0, 0])
-        im = heat(ax, exp, xt=xt, yt=want, title="expected (reversal)")
-        ax.set_xlabel("source token")
-        ax.set_ylabel("correct next token")
+        ax = fig.axes(*gs[(0, 0)])
+        heat(ax, exp, xt=xt, yt=want, title="expected (reversal)")
+        ax.xlabel("source token")
+        ax.ylabel("correct next token")
         for h, m in enumerate(maps):
-            ax = fig.add_subplot(gs[h // 4, 2 + h % 4])
+            ax = fig.axes(*gs[(h // 4, 2 + h % 4)])
             if m is None:
-                ax.set_axis_off()
-                ax.set_title(f"head {h + 1}: malformed", pad=3)
+                ax.off()
+                ax.title(f"head {h + 1}: malformed")
                 continue
-            heat(ax, m, xt=xt, yt=yt if h % 4 == 0 else None,
-                  title=f"head {h + 1}\nanti {fmt(anti[h])} · diag {fmt(diag[h])}")
+            # the rows are those of the first head of the row: labelled once
+            heat(ax, m, xt=xt, yt=yt, yticks=h % 4 == 0, title=f"head {h + 1}\nanti {fmt(anti[h])} · diag {fmt(diag[h])}")
             if h % 4 == 0:
-                ax.set_ylabel("generated token")
-            else:
-                ax.set_yticks([])   # same rows as the first head of the row; fewer ticks draw faster
+                ax.ylabel("generated token")
             if h // 4 == nrows - 1:
-                ax.set_xlabel("source token")
-        cax = fig.add_axes([0.93, 0.2, 0.012, 0.6])
-        fig.colorbar(im, cax=cax).ax.tick_params(labelsize=7)
-        fig.suptitle(f"decoder layer {li + 1}: cross-attention after brief training", x=0.07, ha="left",
-                     fontsize=9.5, fontweight="bold")
+                ax.xlabel("source token")
+        fig.colorbar(0.93, 0.2, 0.012, 0.6, "viridis", 0.0, 1.0)
+        fig.text(0.07, 0.99, f"decoder layer {li + 1}: cross-attention after brief training", size=9.5 * PT,
+                 weight="bold", baseline="hanging")
         finite_anti = [a for a in anti if math.isfinite(a)]
         mean_anti = sum(finite_anti) / len(finite_anti) if finite_anti else math.nan
         alt = (f"Cross-attention maps of decoder layer {li + 1}, {n_heads} head(s), for source "
@@ -113,7 +130,6 @@ def cross_attention(ca: dict) -> list[Figure]:
 
 # -- causal structure -------------------------------------------------------------------------------
 
-@styled
 def causal(dependency, target_mask) -> Figure:
     dep = matrix(dependency)
     tm = matrix(target_mask)
@@ -142,20 +158,21 @@ def causal(dependency, target_mask) -> Figure:
         panels.append((np.where(np.isfinite(tm), (tm != 0).astype(float), np.nan), title, "", False))
         if dep is None:
             panels.append((np.tril(np.ones(tm.shape)), "expected mask", "", False))
-    fig = new_figure(2.9 * len(panels) + 0.3, 3.0)
+    width = 2.9 * len(panels) + 0.3
+    fig = new_figure(width, 3.0)
+    grid = fig.grid(1, len(panels), left=0.55 / width, right=0.98, bottom=0.16, top=0.9, wspace=0.35)
     for i, (m, title, _, mark) in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), i + 1)
+        ax = fig.axes(*grid[(0, i)])
         heat(ax, m, cmap="cividis", title=title)
         is_mask = "mask" in title
-        ax.set_xlabel("key position" if is_mask else "changed input position j")
-        ax.set_ylabel(("query position" if is_mask else "output position i") if i == 0 or is_mask else "")
+        ax.xlabel("key position" if is_mask else "changed input position j")
+        ax.ylabel(("query position" if is_mask else "output position i") if i == 0 or is_mask else "")
         n = min(m.shape)
-        ax.plot([-0.5, n - 0.5], [-0.5, n - 0.5], color=GREY, lw=0.6, ls=":")
+        ax.line([-0.5, n - 0.5], [-0.5, n - 0.5], GREY, lw=0.6, ls=":")
         if mark:
             ii, jj = np.nonzero(np.triu(np.nan_to_num(m) > 0, 1))
             if ii.size:
-                ax.scatter(jj, ii, marker="x", s=18, c=VERMILION, linewidths=1.2)
-    fig.subplots_adjust(left=0.55 / fig.get_size_inches()[0], right=0.98, bottom=0.16, top=0.9, wspace=0.35)
+                ax.scatter(jj, ii, VERMILION, marker="x", size=CROSS * PT)
     alt = ("Causal structure: " + (f"a {dep.shape[0]}x{dep.shape[1]} grid of which decoder outputs change "
                                    f"when one decoder input changes, {leaks} cell(s) above the diagonal "
                                    f"(future leaks, marked with crosses)" if dep is not None else "")
@@ -171,30 +188,28 @@ def causal(dependency, target_mask) -> Figure:
 
 # -- attention at init ------------------------------------------------------------------------------
 
-@styled
 def rowmax(vals) -> Figure:
     v = values(vals)
     if v is None:
         raise FigureError("the list of row maxima holds no numbers")
     fig = new_figure(6.4, 3.0)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.axvspan(0.45, 0.53, color=SKY, alpha=0.35, lw=0, label="reference mean 0.45-0.53")
-    ax.hist(np.clip(v, 0, 1), bins=np.linspace(0, 1, 41), color=BLUE, alpha=0.9, label="your rows")
+    ax = fig.axes(0.1, 0.16, 0.88, 0.64)
+    ax.vspan(0.45, 0.53, SKY, alpha=0.35, label="reference mean 0.45-0.53")
+    edges = np.linspace(0, 1, 41)
+    ax.bars(edges, np.histogram(np.clip(v, 0, 1), bins=edges)[0], BLUE, alpha=0.9, label="your rows")
     mean = float(v.mean())
-    ax.axvline(mean, color="black", lw=1.2, ls="-", label=f"your mean {mean:.2f}")
-    ax.axvline(0.8, color=VERMILION, lw=1.2, ls="--", label="typical without 1/sqrt(d_k): ~0.8")
+    ax.vline(mean, "black", lw=1.2, label=f"your mean {mean:.2f}")
+    ax.vline(0.8, VERMILION, lw=1.2, ls="--", label="typical without 1/sqrt(d_k): ~0.8")
     ax.set_xlim(0, 1)
-    ax.set_xlabel("largest attention weight in a row (untrained model)")
-    ax.set_ylabel("rows")
-    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
-    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.16, top=0.8)
+    ax.xlabel("largest attention weight in a row (untrained model)")
+    ax.ylabel("rows")
+    ax.legend("above")
     alt = (f"Histogram of the largest attention weight per row at initialisation over {v.size} rows; "
            f"mean {mean:.2f} (reference 0.45-0.53, about 0.8 without the 1/sqrt(d_k) scaling).")
     cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if mean > 0.75 else "")
     return to_figure(fig, alt, cap)
 
 
-@styled
 def block_weights(bw: dict) -> Figure:
     if not isinstance(bw, dict):
         raise FigureError("the block-weights record is not an object")
@@ -210,26 +225,26 @@ def block_weights(bw: dict) -> Figure:
     vmax = min(1.0, max(0.2, math.ceil(peak * 10) / 10))     # near-uniform rows (1/T) stay visible
     cell = 2.5 if n <= 3 else 1.9
     fig = new_figure(cell * n + 1.0, (cell + 0.2) * len(rows) + 0.4)
-    gs = fig.add_gridspec(len(rows), n, left=0.08, right=0.9, bottom=0.1, top=0.9, wspace=0.3, hspace=0.6)
-    im = None
+    gs = fig.grid(len(rows), n, left=0.08, right=0.9, bottom=0.1, top=0.9, wspace=0.3, hspace=0.6)
+    drawn = False
     for r, (label, maps) in enumerate(rows):
         for h, m in enumerate(maps):
-            ax = fig.add_subplot(gs[r, h])
+            ax = fig.axes(*gs[(r, h)])
             if m is None:
-                ax.set_axis_off()
-                ax.set_title(f"{label}, head {h + 1}: malformed", pad=3)
+                ax.off()
+                ax.title(f"{label}, head {h + 1}: malformed")
                 continue
-            im = heat(ax, m, title=f"{label}, head {h + 1}", vmax=vmax)
+            heat(ax, m, title=f"{label}, head {h + 1}", vmax=vmax)
+            drawn = True
             up = np.triu(np.nan_to_num(m), 1)
             if label == "causal mask" and up.max() > 1e-6:
                 ii, jj = np.nonzero(up > 1e-6)
-                ax.scatter(jj, ii, marker="x", s=12, c=VERMILION, linewidths=1)
+                ax.scatter(jj, ii, VERMILION, marker="x", size=0.8 * CROSS * PT)
             if h == 0:
-                ax.set_ylabel("query position")
-            ax.set_xlabel("key position")
-    if im is not None:
-        cax = fig.add_axes([0.92, 0.2, 0.012, 0.6])
-        fig.colorbar(im, cax=cax).ax.tick_params(labelsize=7)
+                ax.ylabel("query position")
+            ax.xlabel("key position")
+    if drawn:
+        fig.colorbar(0.92, 0.2, 0.012, 0.6, "viridis", 0.0, vmax)
     alt = (f"Self-attention weights of each of {n} head(s) of your TransformerBlock, "
            + " and ".join(label for label, _ in rows) + "; with the causal mask everything above the "
            "diagonal must be zero (violations marked with crosses).")

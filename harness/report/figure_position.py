@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .figure_common import Figure, FigureError, colormap, matrix, new_figure, styled, to_figure
+from .figure_common import Figure, FigureError, heat, matrix, new_figure, to_figure
 
 
 # -- positional encoding ----------------------------------------------------------------------------
 
-@styled
 def pe(table, diff) -> Figure:
     t = matrix(table, 200, 256)
     if t is None:
@@ -22,16 +21,15 @@ def pe(table, diff) -> Figure:
                    (d, f"yours - formula (max |diff| {lim:.2f})", "PuOr", -lim, lim)]
     width = max(5.0, 3.4 * len(panels) + 0.6)
     fig = new_figure(width, 3.0)
+    grid = fig.grid(1, len(panels), left=0.6 / width, right=1 - 0.4 / width, bottom=0.15, top=0.9, wspace=0.45)
     for i, (m, title, cmap, lo, hi) in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), i + 1)
-        im = ax.imshow(np.ma.masked_invalid(m), cmap=colormap(cmap), vmin=lo, vmax=hi, aspect="auto",
-                       interpolation="nearest")
-        ax.set_title(title, pad=3)
-        ax.set_xlabel("dimension")
+        left, bottom, w, h = grid[(0, i)]
+        ax = fig.axes(left, bottom, w * 0.9, h)                 # each panel with its own colour bar
+        heat(ax, m, cmap=cmap, vmin=lo, vmax=hi, title=title)
+        ax.xlabel("dimension")
         if i == 0:
-            ax.set_ylabel("position")
-        fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=7)
-    fig.subplots_adjust(left=0.6 / width, right=1 - 0.4 / width, bottom=0.15, top=0.9, wspace=0.45)
+            ax.ylabel("position")
+        fig.colorbar(left + w * 0.93, bottom, w * 0.035, h, cmap, lo, hi)
     alt = (f"Heatmap of your positional-encoding table, {t.shape[0]} positions by {t.shape[1]} dimensions, "
            "values from -1 to 1" + (f"; beside it the formula and the difference, largest "
                                      f"{float(np.nanmax(np.abs(d))):.3f}" if d is not None else

@@ -5,8 +5,7 @@ import math
 
 import numpy as np
 
-from .figure_common import (BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, fmt, new_figure, series, styled,
-                             to_figure)
+from .figure_common import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, fmt, new_figure, series, to_figure
 
 
 # -- training curves --------------------------------------------------------------------------------
@@ -27,17 +26,16 @@ def _plot_series(ax, s, label, color, ls="-", smooth=False, raw_alpha=0.3, spars
         ok = np.isfinite(v)
         steps, v = steps[ok], v[ok]
     if smooth and v.size > 40:
-        ax.plot(steps, v, color=color, lw=0.6, alpha=raw_alpha, ls=ls)
-        ax.plot(steps, _smooth(v, max(5, v.size // 40)), color=color, lw=1.6, ls=ls, label=label)
+        ax.line(steps, v, color, lw=0.6, alpha=raw_alpha, ls=ls)
+        ax.line(steps, _smooth(v, max(5, v.size // 40)), color, lw=1.6, ls=ls, label=label)
     else:
-        ax.plot(steps, v, color=color, lw=1.4, ls=ls, label=label)
+        ax.line(steps, v, color, lw=1.4, ls=ls, label=label)
 
 
 def _positive(s):
     return s is not None and np.nanmin(np.where(np.isfinite(s[1]), s[1], np.inf)) > 0
 
 
-@styled
 def training(tr: dict, ref: dict | None) -> Figure:
     if not isinstance(tr, dict):
         raise FigureError("the training record is not an object")
@@ -48,7 +46,8 @@ def training(tr: dict, ref: dict | None) -> Figure:
     if mine["loss"] is None and mine["lr"] is None:
         raise FigureError("the training record holds no loss or learning-rate values")
     fig = new_figure(3.2 * len(shown) + 0.4, 2.7)
-    axes = [fig.add_subplot(1, len(shown), i + 1) for i in range(len(shown))]
+    grid = fig.grid(1, len(shown), left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.32)
+    axes = [fig.axes(*grid[(0, i)]) for i in range(len(shown))]
     for ax, (k, title) in zip(axes, shown):
         if theirs[k] is not None:
             _plot_series(ax, theirs[k], "reference", ORANGE, ls="--", smooth=k == "loss", raw_alpha=0.2,
@@ -56,21 +55,18 @@ def training(tr: dict, ref: dict | None) -> Figure:
         if mine[k] is not None:
             _plot_series(ax, mine[k], "yours", BLUE, smooth=k == "loss", sparse=k == "grad_norm")
         if k == "loss":
-            ax.axhline(math.log(13), color=GREY, lw=0.8, ls=":")
-            ax.annotate("ln 13 = 2.565", (1, math.log(13)), xycoords=("axes fraction", "data"), ha="right",
-                        va="bottom", fontsize=7, color=GREY)
+            ax.hline(math.log(13), GREY, lw=0.8, ls=":")
+            ax.text(1, math.log(13), "ln 13 = 2.565", coords=("axes", "data"), anchor="end", colour=GREY)
             ax.set_ylim(bottom=0)
         if k == "grad_norm":
             top = max(float(np.nanmax(x[1])) for x in (mine[k], theirs[k]) if x is not None)
             ax.set_ylim(0, top * 1.1 if top > 0 else 1)
         if k == "lr" and _positive(mine[k]) and (theirs[k] is None or _positive(theirs[k])):
-            ax.set_yscale("log")
-            ax.minorticks_off()         # unlabelled marks; made one object each, they were most of the drawing
-        ax.set_title(title)
-        ax.set_xlabel("optimizer step")
-        ax.grid(alpha=0.25, lw=0.5)
-    axes[0].legend(loc="upper right", frameon=False)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.32)
+            ax.log_y()
+        ax.title(title)
+        ax.xlabel("optimizer step")
+        ax.grid()
+    axes[0].legend("upper right")
     loss = mine["loss"][1] if mine["loss"] is not None else None
     tail = loss[np.isfinite(loss)][-20:] if loss is not None else np.array([])
     final = float(tail.mean()) if tail.size else math.nan
@@ -92,7 +88,6 @@ def lesson_schedule(n: int, peak=1e-3, warmup=400) -> np.ndarray:
     return peak * np.minimum((s + 1) / warmup, 1.0)
 
 
-@styled
 def lr_trace(trace: dict) -> Figure:
     if not isinstance(trace, dict):
         raise FigureError("the trace record is not an object")
@@ -102,11 +97,10 @@ def lr_trace(trace: dict) -> Figure:
     steps, v = lr
     n = int(steps[-1])
     fig = new_figure(6.4, 2.6)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot(steps, v, color=BLUE, lw=2.2, label="yours")
-    ax.plot(steps, lesson_schedule(n)[steps - 1], color=ORANGE, ls="--", lw=1.3,
+    ax = _curve_axes(fig, v, "optimizer step", "learning rate", "lower right")
+    ax.line(steps, v, BLUE, lw=2.2, label="yours")
+    ax.line(steps, lesson_schedule(n)[steps - 1], ORANGE, ls="--", lw=1.3,
             label="lesson: linear warmup to 1e-3 over 400 steps")
-    _curve_axes(fig, ax, v, "optimizer step", "learning rate", "lower right")
     fin = v[np.isfinite(v)]
     first, peak = (float(fin[0]), float(fin.max())) if fin.size else (math.nan, math.nan)
     peak_step = int(steps[np.nanargmax(np.where(np.isfinite(v), v, -np.inf))]) if fin.size else 0
@@ -117,30 +111,28 @@ def lr_trace(trace: dict) -> Figure:
     return to_figure(fig, alt, cap)
 
 
-def _curve_axes(fig, ax, v, xlabel: str, ylabel: str, legend: str):
+def _curve_axes(fig, v, xlabel: str, ylabel: str, legend: str):
     """One curve's axes: a log scale when every value is positive, labels, a light grid, the legend."""
+    ax = fig.axes(0.12, 0.18, 0.86, 0.77)
     if np.nanmin(np.where(np.isfinite(v), v, np.inf)) > 0:
-        ax.set_yscale("log")
-        ax.minorticks_off()             # unlabelled marks; made one object each, they were most of the drawing
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.25, lw=0.5)
-    ax.legend(loc=legend, frameon=False)
-    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.18, top=0.95)
+        ax.log_y()
+    ax.xlabel(xlabel)
+    ax.ylabel(ylabel)
+    ax.grid()
+    ax.legend(legend)
+    return ax
 
 
-@styled
 def overfit(curve) -> Figure:
     s = series(curve)
     if s is None:
         raise FigureError("the overfit record holds no loss values")
     steps, v = s
     fig = new_figure(6.4, 2.6)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot(steps, v, color=BLUE, lw=1.6, label="your model, one fixed batch of 8")
-    ax.axhline(0.05, color=VERMILION, ls="--", lw=1, label="pass: < 0.05 within 400 steps")
-    ax.axhline(0.005, color=GREY, ls=":", lw=1, label="reference: < 0.005 by ~150 steps")
-    _curve_axes(fig, ax, v, "Adam step (lr 1e-3, dropout 0)", "loss", "upper right")
+    ax = _curve_axes(fig, v, "Adam step (lr 1e-3, dropout 0)", "loss", "upper right")
+    ax.line(steps, v, BLUE, lw=1.6, label="your model, one fixed batch of 8")
+    ax.hline(0.05, VERMILION, ls="--", lw=1, label="pass: < 0.05 within 400 steps")
+    ax.hline(0.005, GREY, ls=":", lw=1, label="reference: < 0.005 by ~150 steps")
     fin = v[np.isfinite(v)]
     last = float(fin[-1]) if fin.size else math.nan
     alt = (f"Loss on one fixed batch over {int(steps[-1])} steps, log scale, from {fmt(float(fin[0]), 3)} "

@@ -1,6 +1,6 @@
-"""The report's pictures, one import for the page: matplotlib (Agg, no pyplot state) to base64 PNG data URIs.
+"""The report's pictures, one import for the page: SVG data URIs drawn by svg.py (no matplotlib).
 
-Split by subject: figure_common.py (artifact sanitising, matplotlib plumbing, Figure, FigureError),
+Split by subject: figure_common.py (artifact sanitising, drawing plumbing, Figure, FigureError),
 figure_attention.py (cross-attention, causal structure, attention at init), figure_training.py (training
 curves, lr trace, overfit) and figure_position.py (the positional table). This module only gathers the names
 the HTML report reads (`from . import figures as F`).

@@ -40,8 +40,8 @@ _env = None
 
 
 def prepare() -> None:
-    """Do write()'s one-time work now (imports, the template, matplotlib's fonts on a small figure): the CLI
-    calls it in a thread while the child runs, on the core the child leaves idle."""
+    """Do write()'s one-time work now (imports, the template, the colour tables): the CLI calls it in a
+    thread while the child runs."""
     _environment().get_template("report.html")
     F.warm_up()
 

@@ -13,11 +13,21 @@ import math
 
 import numpy as np
 
-from .figure_common import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, matrix, new_figure, to_figure
+from .figure_common import (
+    BLUE,
+    GREY,
+    ORANGE,
+    VERMILION,
+    Figure,
+    FigureError,
+    heat,
+    matrix,
+    new_figure,
+    to_figure,
+)
+from .svg_base import PT
 
 MAX_PAIRS = 5000      # the probe stores 32 x 32 = 1024
-RC = {"font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "xtick.labelsize": 7.5,
-      "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "axes.spines.top": False, "axes.spines.right": False}
 
 
 def _num(v) -> float:
@@ -31,11 +41,6 @@ def _array(x, limit: int = MAX_PAIRS) -> np.ndarray | None:
     if not isinstance(x, (list, tuple)) or not x:
         return None
     return np.array([_num(v) for v in x[:limit]], dtype=float)
-
-
-def _rc():
-    import matplotlib
-    return matplotlib.rc_context(RC)
 
 
 def _sci(v: float) -> str:
@@ -73,19 +78,16 @@ def rope_stats(art) -> dict:
 def rope_relative(art) -> Figure:
     st = rope_stats(art)
     off, score, ok, ref = st["offset"], st["score"], st["ok"], st["ref"]
-    with _rc():
-        fig = new_figure(6.4, 3.0)
-        ax = fig.add_subplot(1, 1, 1)
-        if ref:
-            xs = sorted(ref)
-            ax.plot(xs, [ref[x] for x in xs], color=BLUE, lw=1.6, label="reference (one value per offset)")
-        ax.scatter(off[ok], score[ok], s=9, color=ORANGE, alpha=0.55, marker="o", linewidths=0,
-                   label="yours (every pair m, n)")
-        ax.axhline(0, color=GREY, lw=0.5, ls=":")
-        ax.set_xlabel("offset m - n (query position - key position)")
-        ax.set_ylabel("q_m . k_n / (|q| |k|)")
-        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
-        fig.subplots_adjust(left=0.11, right=0.98, bottom=0.16, top=0.88)
+    fig = new_figure(6.4, 3.0)
+    ax = fig.axes(0.11, 0.16, 0.87, 0.72)
+    if ref:
+        xs = sorted(ref)
+        ax.line(xs, [ref[x] for x in xs], BLUE, lw=1.6, label="reference (one value per offset)")
+    ax.scatter(off[ok], score[ok], ORANGE, size=1.5 * PT, alpha=0.55, label="yours (every pair m, n)")
+    ax.hline(0, GREY, lw=0.5, ls=":")
+    ax.xlabel("offset m - n (query position - key position)")
+    ax.ylabel("q_m . k_n / (|q| |k|)")
+    ax.legend("above")
     n_pairs = int(ok.sum())
     alt = (f"RoPE scores against the offset m - n: {n_pairs} pairs of positions; scores at the same offset "
            f"spread by {_sci(st['spread'])} and differ from the reference's by up to {_sci(st['max_dev'])} "
@@ -122,30 +124,21 @@ def lm_causal(art) -> Figure:
     leaks = upper & np.isfinite(dep) & (dep > tol)
     lower_dead = ~upper & np.isfinite(dep) & (dep <= tol)
     shown = np.log10(np.clip(dep, 1e-7, 1.0))                   # nan stays nan (grey)
-    with _rc():
-        fig = new_figure(6.2, 3.0)
-        panels = ((shown, f"your model ({int(leaks.sum())} future leak{'s' if leaks.sum() != 1 else ''})"),
-                  (np.where(np.tril(np.ones(dep.shape)) > 0, 0.0, -7.0), "expected (causal)"))
-        for k, (m, title) in enumerate(panels):
-            ax = fig.add_subplot(1, 2, k + 1)
-            im = ax.imshow(np.ma.masked_invalid(m), cmap="cividis", vmin=-7, vmax=0, interpolation="nearest",
-                           aspect="auto")
-            ax.set_title(title, pad=3)
-            ax.set_xlabel("changed input position j")
-            if k == 0:
-                ax.set_ylabel("output position i")
-            if dep.shape[1] <= 24:
-                ax.set_xticks(range(dep.shape[1]))
-            if dep.shape[0] <= 24:
-                ax.set_yticks(range(dep.shape[0]))
-            ax.tick_params(length=2, pad=1.5)
-            ax.plot([-0.5, t - 0.5], [-0.5, t - 0.5], color=GREY, lw=0.6, ls=":")
-            if k == 0 and leaks.any():
-                ii, jj = np.nonzero(leaks)
-                ax.scatter(jj, ii, marker="x", s=22, c=VERMILION, linewidths=1.3)
-        cb = fig.colorbar(im, ax=fig.axes, fraction=0.04, pad=0.02)
-        cb.set_label("log10 relative change")
-        fig.subplots_adjust(left=0.09, right=0.86, bottom=0.16, top=0.9, wspace=0.3)
+    fig = new_figure(6.2, 3.0)
+    panels = ((shown, f"your model ({int(leaks.sum())} future leak{'s' if leaks.sum() != 1 else ''})"),
+              (np.where(np.tril(np.ones(dep.shape)) > 0, 0.0, -7.0), "expected (causal)"))
+    grid = fig.grid(1, 2, left=0.09, right=0.82, bottom=0.16, top=0.9, wspace=0.3)
+    for k, (m, title) in enumerate(panels):
+        ax = fig.axes(*grid[(0, k)])
+        heat(ax, m, cmap="cividis", vmin=-7, vmax=0, title=title)
+        ax.xlabel("changed input position j")
+        if k == 0:
+            ax.ylabel("output position i")
+        ax.line([-0.5, t - 0.5], [-0.5, t - 0.5], GREY, lw=0.6, ls=":")
+        if k == 0 and leaks.any():
+            ii, jj = np.nonzero(leaks)
+            ax.scatter(jj, ii, VERMILION, marker="x", size=2.3 * PT)
+    fig.colorbar(0.845, 0.16, 0.018, 0.74, "cividis", -7.0, 0.0, label="log10 relative change")
     alt = (f"Causal dependency of your run_transformer_lm: a {dep.shape[0]}x{dep.shape[1]} grid of how far output i "
            f"moves when input token j changes; {int(leaks.sum())} cell(s) above the diagonal move (future leaks, "
            "marked with crosses). Correct is lower-triangular.")
@@ -169,22 +162,20 @@ def lr_schedule(art) -> Figure:
         raise FigureError("your learning rates are missing or do not match their iterations")
     have_ref = ref is not None and len(ref) == len(its)
     dev = float(np.nanmax(np.abs(lr - ref))) if have_ref and np.isfinite(lr - ref).any() else math.nan
-    with _rc():
-        fig = new_figure(6.0, 2.8)
-        ax = fig.add_subplot(1, 1, 1)
-        if have_ref:
-            ax.plot(its, ref, color=BLUE, lw=1.6, label="reference")
-        ax.plot(its, lr, color=ORANGE, lw=1.2, ls="--", marker="o", ms=2.5, label="yours")
-        for key, text, side in (("warmup", "end of warmup", "left"), ("cycle", "end of the cosine cycle", "right")):
-            x = _num(art.get(key))
-            if math.isfinite(x):
-                ax.axvline(x, color=GREY, lw=0.6, ls=":")
-                ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=GREY, ha=side,
-                            va="top", xytext=(2 if side == "left" else -2, 0), textcoords="offset points")
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("learning rate")
-        ax.legend(loc="center right", frameon=False)
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.95)
+    fig = new_figure(6.0, 2.8)
+    ax = fig.axes(0.1, 0.17, 0.88, 0.78)
+    if have_ref:
+        ax.line(its, ref, BLUE, lw=1.6, label="reference")
+    ax.line(its, lr, ORANGE, lw=1.2, ls="--", marker="o", label="yours")
+    for key, text, side in (("warmup", "end of warmup", "start"), ("cycle", "end of the cosine cycle", "end")):
+        x = _num(art.get(key))
+        if math.isfinite(x):
+            ax.vline(x, GREY, lw=0.6, ls=":")
+            ax.text(x, 1.0, (" " + text) if side == "start" else (text + " "), coords=("data", "axes"),
+                    anchor=side, colour=GREY, baseline="hanging")
+    ax.xlabel("iteration")
+    ax.ylabel("learning rate")
+    ax.legend("center right")
     settings = ", ".join(f"{k} {fmt}" for k, fmt in (("max", art.get("max_lr")), ("min", art.get("min_lr")),
                                                      ("warmup", art.get("warmup")), ("cycle", art.get("cycle")))
                          if isinstance(fmt, (int, float)))
