@@ -175,26 +175,22 @@ def _path(px: np.ndarray, py: np.ndarray) -> str:
     return "".join(out)
 
 
+def _linear_ticks(ax, lim) -> list[tuple[float, str]]:
+    vals = nice_ticks(*sorted(lim))
+    if ax.is_heat:                      # a heatmap's axis counts cells: whole indices only
+        vals = [v for v in vals if float(v).is_integer()]
+    return [(v, tick_label(v, vals)) for v in vals]
+
+
 def _ticks(ax, xlim, ylim):
-    if ax.xt is not None:
-        xt = ax.xt
-    else:
-        lo, hi = sorted(xlim)
-        vals = nice_ticks(lo, hi)
-        if ax.is_heat:
-            vals = [v for v in vals if float(v).is_integer()]
-        xt = [(v, tick_label(v, vals)) for v in vals]
+    """(x ticks, y ticks) as [(value, label)]: a heatmap's categories, decades on a log axis, else round values."""
+    xt = ax.xt if ax.xt is not None else _linear_ticks(ax, xlim)
     if ax.yt is not None:
         yt = ax.yt
     elif ax.logy:
-        vals = log_ticks(*ylim)
-        yt = [(v, _power(v)) for v in vals]
+        yt = [(v, _power(v)) for v in log_ticks(*ylim)]
     else:
-        lo, hi = sorted(ylim)
-        vals = nice_ticks(lo, hi)
-        if ax.is_heat:
-            vals = [v for v in vals if float(v).is_integer()]
-        yt = [(v, tick_label(v, vals)) for v in vals]
+        yt = _linear_ticks(ax, ylim)
     return xt, (yt if ax.yticks_on else [])
 
 
