@@ -154,7 +154,7 @@ def test_full_synthetic_report_has_every_picture_and_table(full_render):
         assert label in text                                  # status is text, not colour alone
     for key in ("figure:cross-attention", "figure:training", "figures", "template", "total", "cpu"):
         assert key in timings
-    assert timings["cpu"] < 10.0, timings                  # ~1.5 s on one idle core
+    assert timings["cpu"] < 10.0, timings                  # ~0.2 s (SVG); a bound on a hang, not a speed test
 
 
 def test_self_contained_no_network_no_script(full_render):

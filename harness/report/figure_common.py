@@ -129,14 +129,14 @@ def to_figure(fig: Canvas, alt: str, caption: str = "") -> Figure:
 
 
 def warm_up() -> None:
-    """Nothing left to warm but the colour tables (matplotlib is no longer drawn with): kept for the callers."""
+    """Decode the colour tables once (html.prepare calls it while the child runs; nothing else to warm)."""
     for name in NAMES:
         lut(name)
 
 
 def heat(ax, m, *, cmap="viridis", vmin=0.0, vmax=1.0, xt=None, yt=None, title=None, yticks=True):
-    """A matrix on an axes: categorical ticks up to 24 per side (labels xt/yt, else indices); yt=[] for none."""
-    ax.heat(m, cmap=cmap, vmin=vmin, vmax=vmax, xt=xt, yt=yt if yt else None, yticks=yticks and yt != [])
+    """A matrix on an axes: categorical ticks up to 24 per side (labels xt/yt, else indices; yticks=False: none)."""
+    ax.heat(m, cmap=cmap, vmin=vmin, vmax=vmax, xt=xt, yt=yt, yticks=yticks)
     if title:
         ax.title(title)
 

@@ -23,6 +23,7 @@ from .figure_common import (
     heat,
     matrix,
     new_figure,
+    num,
     to_figure,
 )
 from .svg_base import PT
@@ -30,17 +31,10 @@ from .svg_base import PT
 MAX_PAIRS = 5000      # the probe stores 32 x 32 = 1024
 
 
-def _num(v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return math.nan
-    v = float(v)
-    return v if math.isfinite(v) else math.nan
-
-
 def _array(x, limit: int = MAX_PAIRS) -> np.ndarray | None:
     if not isinstance(x, (list, tuple)) or not x:
         return None
-    return np.array([_num(v) for v in x[:limit]], dtype=float)
+    return np.array([num(v) for v in x[:limit]], dtype=float)
 
 
 def _sci(v: float) -> str:
@@ -68,8 +62,8 @@ def rope_stats(art) -> dict:
     spreads = [float(np.ptp(score[ok & (off == o)])) for o in np.unique(off[ok])]
     dev = [abs(s - ref[o]) for o, s in zip(off[ok].tolist(), score[ok].tolist()) if o in ref]
     # the probe's exact numbers when present (the stored scores are rounded to 5 digits)
-    spread = _num(art.get("spread")) if math.isfinite(_num(art.get("spread"))) else max(spreads)
-    max_dev = _num(art.get("max_dev")) if math.isfinite(_num(art.get("max_dev"))) else \
+    spread = num(art.get("spread")) if math.isfinite(num(art.get("spread"))) else max(spreads)
+    max_dev = num(art.get("max_dev")) if math.isfinite(num(art.get("max_dev"))) else \
         (max(dev) if dev else math.nan)
     return {"offset": off, "score": score, "ok": ok, "ref": ref, "spread": spread, "max_dev": max_dev,
             "nonfinite": int((~np.isfinite(score)).sum())}
@@ -117,7 +111,7 @@ def lm_causal(art) -> Figure:
     dep = matrix(art.get("matrix"), 32, 32)
     if dep is None:
         raise FigureError("the dependency matrix holds no numbers")
-    tol = _num(art.get("tol"))
+    tol = num(art.get("tol"))
     tol = tol if math.isfinite(tol) and tol > 0 else 1e-4
     t = min(dep.shape)
     upper = np.triu(np.ones(dep.shape, dtype=bool), 1)
@@ -168,7 +162,7 @@ def lr_schedule(art) -> Figure:
         ax.line(its, ref, BLUE, lw=1.6, label="reference")
     ax.line(its, lr, ORANGE, lw=1.2, ls="--", marker="o", label="yours")
     for key, text, side in (("warmup", "end of warmup", "start"), ("cycle", "end of the cosine cycle", "end")):
-        x = _num(art.get(key))
+        x = num(art.get(key))
         if math.isfinite(x):
             ax.vline(x, GREY, lw=0.6, ls=":")
             ax.text(x, 1.0, (" " + text) if side == "start" else (text + " "), coords=("data", "axes"),

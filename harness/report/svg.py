@@ -26,7 +26,7 @@ from .svg_base import (
     f1,
     lut,
     nice_ticks,
-    png,
+    png_uri,
     text,
     text_width,
     tick_label,
@@ -40,7 +40,7 @@ class Canvas:
         self.extra: list[str] = []
 
     def axes(self, left: float, bottom: float, width: float, height: float) -> "Axes":
-        ax = Axes(self, len(self.axes_list), left * self.w, (1 - bottom - height) * self.h, width * self.w,
+        ax = Axes(len(self.axes_list), left * self.w, (1 - bottom - height) * self.h, width * self.w,
                   height * self.h)
         self.axes_list.append(ax)
         return ax
@@ -63,8 +63,7 @@ class Canvas:
 
     def colorbar(self, left, bottom, width, height, cmap, vmin, vmax, label: str = "") -> None:
         x, y, w, h = left * self.w, (1 - bottom - height) * self.h, width * self.w, height * self.h
-        ramp = lut(cmap)[::-1].reshape(256, 1, 3)                           # top = vmax
-        uri = "data:image/png;base64," + base64.b64encode(png(ramp)).decode("ascii")
+        uri = png_uri(lut(cmap)[::-1].reshape(256, 1, 3))                 # top = vmax
         parts = [f'<image x="{f1(x)}" y="{f1(y)}" width="{f1(w)}" height="{f1(h)}" preserveAspectRatio="none" '
                  f'xlink:href="{uri}"/>', f'<rect x="{f1(x)}" y="{f1(y)}" width="{f1(w)}" height="{f1(h)}" '
                  'fill="none" stroke="#444" stroke-width="0.6"/>']

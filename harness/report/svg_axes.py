@@ -1,7 +1,6 @@
 """One axes of a report figure as SVG: what to draw, its limits and ticks, the labels and the legend (see svg.py)."""
 from __future__ import annotations
 
-import base64
 import math
 
 import numpy as np
@@ -16,7 +15,7 @@ from .svg_base import (
     f1,
     log_ticks,
     nice_ticks,
-    png,
+    png_uri,
     text,
     text_width,
     tick_label,
@@ -27,8 +26,8 @@ INK = "#333"
 
 
 class Axes:
-    def __init__(self, fig, n: int, x: float, y: float, w: float, h: float):
-        self.fig, self.n, self.x, self.y, self.w, self.h = fig, n, x, y, w, h
+    def __init__(self, n: int, x: float, y: float, w: float, h: float):
+        self.n, self.x, self.y, self.w, self.h = n, x, y, w, h        # n: its clip path's id; the box in px
         self.items: list[tuple] = []
         self.xlim = self.ylim = None                 # explicit limits; else from the data
         self.ylo = self.yhi = None                   # one side fixed (set_ylim(bottom=0))
@@ -67,12 +66,12 @@ class Axes:
         self.items.append(("text", (x, y), s, dict(coords=coords, anchor=anchor, size=size, colour=colour,
                                                    baseline=baseline)))
 
-    def heat(self, m: np.ndarray, cmap="viridis", vmin=0.0, vmax=1.0, xt=None, yt=None, xticks=True, yticks=True):
+    def heat(self, m: np.ndarray, cmap="viridis", vmin=0.0, vmax=1.0, xt=None, yt=None, yticks=True):
         """A matrix, row 0 at the top; categorical ticks (labels xt/yt or indices) up to 24 per axis."""
         rows, cols = m.shape
         self.is_heat, self.frame = True, False
         self.xlim, self.ylim = (-0.5, cols - 0.5), (rows - 0.5, -0.5)
-        self.xt = self._categories(cols, xt) if xticks else []
+        self.xt = self._categories(cols, xt)
         self.yt = self._categories(rows, yt) if yticks else []
         self.items.append(("image", colours(m, cmap, vmin, vmax), None, {}))
 
@@ -211,8 +210,7 @@ def _heat_image(ax, rgb: np.ndarray) -> str:
     k = max(1, min(12, math.ceil(max(ax.w / cols, ax.h / rows))))
     while k > 1 and rows * cols * k * k > 600_000:
         k -= 1
-    big = np.repeat(np.repeat(rgb, k, axis=0), k, axis=1)
-    uri = "data:image/png;base64," + base64.b64encode(png(np.ascontiguousarray(big))).decode("ascii")
+    uri = png_uri(np.repeat(np.repeat(rgb, k, axis=0), k, axis=1))
     return (f'<image x="{f1(ax.x)}" y="{f1(ax.y)}" width="{f1(ax.w)}" height="{f1(ax.h)}" '
             f'preserveAspectRatio="none" style="image-rendering:pixelated" xlink:href="{uri}"/>')
 

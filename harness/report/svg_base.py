@@ -1,6 +1,7 @@
 """The report's drawing primitives (see svg.py): colour tables, a PNG encoder, ticks, escaped text."""
 from __future__ import annotations
 
+import base64
 import math
 import struct
 import zlib
@@ -44,6 +45,10 @@ def png(rgb: np.ndarray) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def png_uri(rgb: np.ndarray) -> str:
+    return "data:image/png;base64," + base64.b64encode(png(np.ascontiguousarray(rgb))).decode("ascii")
 
 
 def colours(m: np.ndarray, cmap: str, vmin: float, vmax: float) -> np.ndarray:
