@@ -11,11 +11,24 @@ from .runner import Limits, run_child
 
 
 def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
-               quick: bool = False, limits: Limits | None = None, on_event=None, isolate: str = "auto") -> dict:
-    """Run every probe on one submission in a child process; return the validated result with diagnoses."""
+               quick: bool = False, limits: Limits | None = None, on_event=None, isolate: str = "auto",
+               daemon: bool = False, say=None) -> dict:
+    """Run every probe on one submission in a child process; return the validated result with diagnoses.
+
+    `daemon`: in a fork of this user's check daemon's warm worker (daemon.py; CPU only); cold when none is
+    running (which then starts one for the next check) or it cannot be used; `say(text)` hears why not."""
     path = Path(path)
-    outcome = run_child(path, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
-                        on_event=on_event, isolate=isolate)
+    outcome = None
+    lim = limits or Limits()
+    if daemon and device == "cpu" and not lim.warm:
+        from . import daemon as check_daemon
+        outcome = check_daemon.check(path, assignment=assignment, seed=seed, quick=quick, limits=lim,
+                                     on_event=on_event, isolate=isolate, say=say)
+    if outcome is None:
+        outcome = run_child(path, assignment=assignment, seed=seed, device=device, quick=quick, limits=lim,
+                            on_event=on_event, isolate=isolate)
+        if daemon and device == "cpu" and not lim.warm:
+            check_daemon.start()             # warms up while the student reads this result
     return build_result(outcome, str(path), assignment, quick=quick)
 
 

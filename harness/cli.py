@@ -39,16 +39,23 @@ def _default_report(sub: Path, ext: str) -> Path:
 @click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
 @click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds loading the submission (definitions only) may take before it ends as `timeout`.")
-def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout):
+@click.option("--no-daemon", is_flag=True,
+              help="Start a new sandboxed process for this check instead of forking this user's warm check "
+                   "daemon (also: MTXDIAG_DAEMON=0). The result is the same either way.")
+def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout, no_daemon):
     """Load FILE (.py or .ipynb, or a CS336 repository folder with tests/adapters.py), probe it and print the
     likely bugs.
+
+    On the CPU the first check starts a per-user daemon that keeps a warm worker (torch imported once, in
+    the sandbox) for 10 minutes after the last check; each check is a fresh fork of it. `mtxdiag daemon stop`
+    ends it.
 
     Exit status: 0 clean, 1 problems found, 2 usage error.
     """
     assignment = _usable(file, assignment)
     limits = Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout, cores=min(2, os.cpu_count() or 1))
     result = check_and_report(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
-                              json_path=json_path, html_path=html_path)
+                              json_path=json_path, html_path=html_path, daemon=not no_daemon)
     sys.exit(exit_code(result))
 
 
@@ -94,6 +101,38 @@ def watch(file, assignment, json_path, html_path, seed, quick, timeout, memory, 
     sys.exit(exit_code(last) if last is not None else 0)
 
 
+@main.group()
+def daemon():
+    """This user's check daemon: the warm worker that `check` forks (it exits by itself when idle)."""
+
+
+@daemon.command("status")
+def daemon_status():
+    """Print each running daemon: its pid, checks served, idle workers."""
+    from . import daemon as check_daemon
+    found = check_daemon.ask("status")
+    for d in found:
+        click.echo(f"daemon {d['key']}: pid {d.get('pid')}, up {_ago(d.get('since'))}, {d.get('checks', 0)} "
+                   f"checks, {d.get('running', 0)} running, {d.get('idle_workers', 0)} idle worker(s), exits after "
+                   f"{d.get('idle_exit_s', 0):.0f} s without a check")
+    if not found:
+        click.echo("no check daemon is running")
+
+
+@daemon.command("stop")
+def daemon_stop():
+    """Stop every daemon of this user now (a check running in one ends; the next check starts a new one)."""
+    from . import daemon as check_daemon
+    stopped = [d for d in check_daemon.ask("stop") if d.get("stopping")]
+    click.echo(f"stopped {len(stopped)} check daemon(s)" if stopped else "no check daemon is running")
+
+
+def _ago(since) -> str:
+    import time
+    s = max(0.0, time.time() - float(since or time.time()))
+    return f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
 def _usable(file: Path, assignment: str) -> str:
     """The assignment to check FILE as; a usage error for what cannot be checked."""
     if not file.exists():
@@ -108,7 +147,7 @@ def _usable(file: Path, assignment: str) -> str:
 
 
 def check_and_report(file: Path, *, assignment, seed, device, quick, limits, json_path=None, html_path=None,
-                     footer=None) -> dict:
+                     footer=None, daemon=False) -> dict:
     """One check: progress on stderr, the JSON, the summary printed as soon as the diagnoses are known, then
     the HTML report (its figures take a second) and its path. `footer`: a line after the report's path."""
     from .report import terminal
@@ -116,7 +155,7 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     warm = _prepare_html()
     try:
         result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
-                            on_event=progress.phase)
+                            on_event=progress.phase, daemon=daemon, say=progress.note)
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")

@@ -30,7 +30,7 @@ def repo_files(src: Path):
             yield p, p.relative_to(src)
 
 
-def copy_repo(src: Path, dst: Path, scan) -> list[dict]:
+def copy_repo(src: Path, dst: Path, scan, shown: str | None = None) -> list[dict]:
     """Copy a repository's Python files (repo_files) into the work folder; scan them."""
     static = []
     for p, rel in repo_files(src):
@@ -40,8 +40,8 @@ def copy_repo(src: Path, dst: Path, scan) -> list[dict]:
         # nor loose scripts (a training script's eval() never runs in a check and must not read as tampering)
         in_package = len(rel.parts) > 1 and (src / rel.parts[0] / "__init__.py").is_file()
         if rel.name == "adapters.py" or (in_package and rel.parts[0] != "tests"):
-            for finding in scan(dst / rel, f"{src}/{rel}"):
-                finding["location"] = dict(finding.get("location") or {}, file=f"{src}/{rel}") \
+            for finding in scan(dst / rel, f"{shown or src}/{rel}"):
+                finding["location"] = dict(finding.get("location") or {}, file=f"{shown or src}/{rel}") \
                     if finding.get("location") else None
                 static.append(finding)
     dst.mkdir(exist_ok=True)

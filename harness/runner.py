@@ -94,13 +94,17 @@ def _nproc_limit(lim: Limits) -> int | None:
 
 def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
               quick: bool = False, limits: Limits | None = None, on_event=None,
-              isolate: str = "auto") -> ChildOutcome:
+              isolate: str = "auto", display: str | None = None, acquire=None) -> ChildOutcome:
     """Run the probes on `submission` in a limited child process; never raises for student faults.
 
-    With limits.warm (grade, selftest; CPU only) the child is a fork of a warm worker (warm.py): the same
-    harness.child, limits and channel, without a new sandbox and torch import per submission."""
+    With limits.warm (grade, selftest, watch, the check daemon; CPU only) the child is a fork of a warm
+    worker (warm.py): the same harness.child, limits and channel, without a new sandbox and torch import per
+    submission. `acquire(isolation, threads)` gets that worker instead of warm.acquire (the daemon starts its
+    workers from one long-lived thread). `display`: the name the result shows, when `submission` is a path
+    rewritten for this process (the daemon gets absolute paths)."""
     lim = limits or Limits()
     submission = Path(submission)
+    shown = display if display is not None else str(submission)
     t0 = time.monotonic()
     try:
         isolation = sandbox.mode(isolate)
@@ -110,7 +114,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     if lim.warm and device == "cpu":
         from . import warm
         try:
-            worker = warm.acquire(isolation, lim.threads)
+            worker = (acquire or warm.acquire)(isolation, lim.threads)
         except warm.Stopped:
             return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                 seconds=time.monotonic() - t0, isolation=isolation)
@@ -121,12 +125,12 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     try:
         if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
             name = "repo"
-            static = copy_repo(submission, work / name, _static_findings)
+            static = copy_repo(submission, work / name, _static_findings, shown)
         else:
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
-            static = _static_findings(work / name, str(submission))
-        args = ["--submission", str(work / name), "--display-name", str(submission), "--assignment", assignment,
+            static = _static_findings(work / name, shown)
+        args = ["--submission", str(work / name), "--display-name", shown, "--assignment", assignment,
                 "--seed", str(seed), "--device", device, "--threads", str(lim.threads),
                 "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
         if quick:
@@ -143,7 +147,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                     return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                         seconds=time.monotonic() - t0, isolation=isolation)
                 return run_child(submission, assignment=assignment, seed=seed, device=device, quick=quick,
-                                 limits=_cold(lim), on_event=on_event, isolate=isolate)
+                                 limits=_cold(lim), on_event=on_event, isolate=isolate, display=display)
         else:
             run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device)
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
@@ -160,7 +164,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         run.kill()       # everything the run started dies with it (a warm worker: or retires)
         for d in (res, out, err):
             d.join(timeout=5)
-        return _outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static, submission,
+        return _outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static, shown,
                         assignment, isolation, device, lim, time.monotonic() - t0)
     except OSError as e:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",

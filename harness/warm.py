@@ -9,7 +9,8 @@ is back to exactly its own processes and empties the slot's folder; anything els
 is killed with its sandbox; the next submission gets a fresh one). A run that times out, or a worker that
 dies or answers out of turn, also retires it.
 
-Used by `grade`, `selftest` and `watch` (Limits.warm) on the CPU; `check` and CUDA runs are cold.
+Used by `grade`, `selftest`, `watch` and the check daemon (daemon_server.py) (Limits.warm) on the CPU; CUDA
+runs are cold.
 """
 from __future__ import annotations
 
@@ -73,6 +74,12 @@ def release(worker: "Worker") -> None:
         _idle.setdefault((worker.isolation, worker.threads), []).append(worker)
 
 
+def idle_count(isolation: str, threads: int) -> int:
+    """How many started workers for these settings wait for a submission."""
+    with _lock:
+        return sum(1 for w in _idle.get((isolation, threads), []) if w.alive())
+
+
 def close_all() -> None:
     """Retire every worker (end of a grading run; also at exit)."""
     with _lock:
@@ -128,6 +135,17 @@ class Worker:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.sock is not None
+
+    def abort(self) -> None:
+        """Kill the worker and its run from another thread (the run's own thread then sees it die and
+        retires it); the check daemon does this when the user gave up on a check (Ctrl-C)."""
+        proc = self.proc
+        if proc is not None:
+            sandbox.kill_tree(proc.pid, self.token, proc.pid)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def retire(self) -> None:
         """Kill the worker with everything in its sandbox and remove its folder."""

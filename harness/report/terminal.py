@@ -114,6 +114,15 @@ class Progress:
                 except Exception:
                     pass
 
+    def note(self, text):
+        """A line of its own (e.g. why the check daemon was not used); the progress line goes on below it."""
+        with self._lock:
+            try:
+                self.stream.write(("\r\x1b[K" if self.tty else "") + f"mtxdiag: {text}\n")
+                self.stream.flush()
+            except Exception:
+                pass
+
     def done(self):
         with self._lock:
             if self._done:

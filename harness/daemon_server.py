@@ -1,0 +1,224 @@
+"""The per-user check daemon (see daemon.py for why and when it is used): warm workers for `mtxdiag check`.
+
+    python -m harness.daemon_server --dir RUNTIME_DIR --key KEY [--idle S]
+
+It listens on RUNTIME_DIR/KEY.sock (mode 0600, in a 0700 folder) and answers one request per connection,
+as JSON lines: `check` runs runner.run_child in a warm worker (Limits.warm) and streams the child's phases,
+then the outcome; `status` and `stop` are what `mtxdiag daemon` asks. A connection from another uid is
+closed unanswered. A check whose client goes away (Ctrl-C) is killed with its worker. After each check it
+starts the next worker in the background when none is left idle (a run that timed out retires its worker),
+so the next check finds one ready. Without a check for `--idle` seconds, or on SIGTERM, it exits, and its
+workers with it (bubblewrap's --die-with-parent and the zygote's parent-death signal).
+
+Workers are started from one long-lived thread only: a parent-death signal fires when the *thread* that
+started the process ends, so a worker started from a connection's thread would die with that connection.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from . import sandbox, warm
+from .runner import Limits, run_child
+
+MAX_REQUEST = 1 << 16
+
+
+class Server:
+    def __init__(self, d: Path, key: str, idle_s: float):
+        self.sock_path, self.info_path = d / f"{key}.sock", d / f"{key}.json"
+        self.idle_s = idle_s
+        self.starter = ThreadPoolExecutor(1, thread_name_prefix="mtxdiag-daemon-start")
+        self.lock = threading.Lock()
+        self.active, self.runs, self.last = 0, 0, time.monotonic()
+        self.started = time.time()
+        self.stopping = threading.Event()
+        self.isolation = sandbox.mode("auto")
+
+    # -- life ----------------------------------------------------------------------------------------
+    def serve(self) -> int:
+        listener = self._listen()
+        if listener is None:
+            return 0                          # another daemon of the same key already answers
+        ino = os.stat(self.sock_path).st_ino
+        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # the terminal's Ctrl-C is the client's, not ours
+        self.info_path.write_text(json.dumps({"pid": os.getpid(), "started": self.started}))
+        self._prewarm()
+        listener.settimeout(0.5)
+        try:
+            while not self.stopping.is_set():
+                with self.lock:
+                    idle = self.active == 0 and time.monotonic() - self.last > self.idle_s
+                if idle:
+                    break
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if not _same_user(conn):
+                    conn.close()
+                    continue
+                threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+        finally:
+            try:
+                if os.stat(self.sock_path).st_ino == ino:     # never remove a later daemon's socket
+                    self.sock_path.unlink()
+                    self.info_path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            listener.close()
+            warm.close_all()
+        return 0
+
+    def _listen(self) -> socket.socket | None:
+        """The listening socket; None when another daemon of this key holds KEY.lock (it lives as long as
+        its daemon: a lock that can be taken means any socket file left is a dead daemon's)."""
+        self.lock_fd = os.open(self.sock_path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None
+        self.sock_path.unlink(missing_ok=True)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            s.bind(str(self.sock_path))
+        finally:
+            os.umask(old)
+        s.listen(16)
+        return s
+
+    def _prewarm(self) -> None:
+        """Start a worker now (in the starter thread), unless one is idle: the next check forks it."""
+        def start():
+            if warm.idle_count(self.isolation, 0) == 0:
+                w = warm.acquire(self.isolation, 0)
+                if w is not None:
+                    warm.release(w)
+        self.starter.submit(start)
+
+    # -- one connection ------------------------------------------------------------------------------
+    def _handle(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.active += 1
+        try:
+            req = _request(conn)
+            op = req.get("op") if req else None
+            if op == "check":
+                self._check(conn, req)
+            elif op == "status":
+                with self.lock:
+                    _send(conn, {"pid": os.getpid(), "since": self.started, "checks": self.runs,
+                                 "running": self.active - 1, "idle_workers": warm.idle_count(self.isolation, 0),
+                                 "idle_exit_s": self.idle_s})
+            elif op == "stop":
+                _send(conn, {"pid": os.getpid(), "stopping": True})
+                self.stopping.set()
+            else:
+                _send(conn, {"error": "not a request this daemon knows"})
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self.lock:
+                self.active -= 1
+                self.last = time.monotonic()
+
+    def _check(self, conn: socket.socket, req: dict) -> None:
+        try:
+            lim = replace(Limits(**req["limits"]), warm=True)
+            path, display = Path(req["path"]), str(req["display"])
+            args = dict(assignment=str(req["assignment"]), seed=int(req["seed"]), quick=bool(req["quick"]),
+                        isolate=str(req.get("isolate", "auto")))
+        except (KeyError, TypeError, ValueError) as e:
+            _send(conn, {"error": f"a malformed check request: {e}"})
+            return
+        held, gone, done = [], threading.Event(), threading.Event()
+        send_lock = threading.Lock()
+
+        def acquire(isolation, threads):
+            w = self.starter.submit(warm.acquire, isolation, threads).result()
+            held.append(w)
+            if gone.is_set() and not done.is_set() and w is not None:
+                w.abort()
+            return w
+
+        def watch_client():                    # the client sends nothing more: EOF means it gave up
+            try:
+                conn.recv(1)
+            except OSError:
+                pass
+            gone.set()
+            if not done.is_set():              # after the run its worker is idle again: leave it alone
+                for w in held:
+                    if w is not None:
+                        w.abort()
+
+        def event(name):
+            with send_lock:
+                try:
+                    _send(conn, {"event": name})
+                except OSError:
+                    pass
+
+        threading.Thread(target=watch_client, daemon=True).start()
+        outcome = run_child(path, display=display, device="cpu", limits=lim, on_event=event, acquire=acquire,
+                            **args)
+        done.set()
+        with self.lock:
+            self.runs += 1
+        if not gone.is_set():
+            with send_lock:
+                _send(conn, {"outcome": asdict(outcome)})
+        self._prewarm()
+
+
+def _request(conn: socket.socket) -> dict | None:
+    conn.settimeout(10)
+    buf = b""
+    while b"\n" not in buf and len(buf) < MAX_REQUEST:
+        data = conn.recv(MAX_REQUEST)
+        if not data:
+            return None
+        buf += data
+    conn.settimeout(None)
+    try:
+        msg = json.loads(buf.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def _send(conn: socket.socket, msg: dict) -> None:
+    conn.sendall((json.dumps(msg) + "\n").encode())
+
+
+def _same_user(conn: socket.socket) -> bool:
+    try:
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                        struct.calcsize("3i")))
+    except OSError:
+        return False
+    return uid == os.getuid()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--idle", type=float, default=600.0)
+    a = ap.parse_args()
+    os._exit(Server(a.dir, a.key, a.idle).serve())
