@@ -9,8 +9,9 @@ load:
 
 * `cold`: `--no-daemon`, a new sandboxed interpreter (what every check did before the daemon);
 * `warm`: the daemon is already up (the second and every later check within its idle time);
-* `first`: no daemon is running (the check starts it, and waits for its warm worker: the first check of
-  a session), measured `--first` times, each after `mtxdiag daemon stop`.
+* `first`: no daemon is running: the check runs cold and then starts the daemon (the first check of a
+  session), measured `--first` times, each after `mtxdiag daemon stop`; the next timed run waits until the
+  daemon has its warm worker (a check sent during that warm-up waits for it, and is not measured here).
 
 Medians per kind, the ratio warm/cold, the child's own `total_s` and the machine's `slowdown` (the child's
 calibration: 1.0 on the machine the budgets were set on), and the diagnoses (id, confidence, line) of
@@ -57,6 +58,18 @@ def stop(env: dict) -> None:
     time.sleep(0.5)        # let it close its worker before the next run's clock starts
 
 
+def wait_ready(env: dict, within: float = 120.0) -> None:
+    """Until the daemon a first check started has its warm worker (a check sent earlier waits for it)."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        p = subprocess.run([sys.executable, "-m", "harness", "daemon", "status"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60)
+        if "1 idle worker" in p.stdout:
+            return
+        time.sleep(0.5)
+    raise RuntimeError("the daemon did not get ready")
+
+
 def med(rows: list[dict], key: str):
     vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
     return round(statistics.median(vals), 3) if vals else None
@@ -86,11 +99,13 @@ def main() -> int:
                     if i < a.first:
                         stop(env)
                         rows["first"].append(run(target, "first", env, tmp, a.full))
+                        wait_ready(env)
                         up = True
                     for kind in (("cold", "warm") if i % 2 == 0 else ("warm", "cold")):
                         if i < a.repeat:
                             if kind == "warm" and not up:      # not timed: it starts the daemon
                                 run(target, "first", env, tmp, a.full)
+                                wait_ready(env)
                                 up = True
                             rows[kind].append(run(target, kind, env, tmp, a.full))
                     print(f"{target.name} run {i + 1}: " + ", ".join(f"{k} {v[-1]['e2e_s']:.2f} s" for k, v in rows.items()

@@ -7,8 +7,8 @@ as JSON lines: `check` runs runner.run_child in a warm worker (Limits.warm) and 
 then the outcome; `status` and `stop` are what `mtxdiag daemon` asks. A connection from another uid is
 closed unanswered. A check whose client goes away (Ctrl-C) is killed with its worker. After each check it
 starts the next worker in the background when none is left idle (a run that timed out retires its worker),
-so the next check finds one ready. Without a check for `--idle` seconds, or on SIGTERM, it exits, and its
-workers with it (bubblewrap's --die-with-parent and the zygote's parent-death signal).
+so the next check finds one ready. Without a check for `--idle` seconds, on SIGTERM, or when its socket is
+removed (its folder deleted: no check can reach it any more), it exits, and its workers with it (bubblewrap's --die-with-parent and the zygote's parent-death signal).
 
 Workers are started from one long-lived thread only: a parent-death signal fires when the *thread* that
 started the process ends, so a worker started from a connection's thread would die with that connection.
@@ -60,7 +60,7 @@ class Server:
             while not self.stopping.is_set():
                 with self.lock:
                     idle = self.active == 0 and time.monotonic() - self.last > self.idle_s
-                if idle:
+                if idle or not _still_there(self.sock_path, ino):     # its folder removed: nobody can reach it
                     break
                 try:
                     conn, _ = listener.accept()
@@ -184,6 +184,13 @@ class Server:
             with send_lock:
                 _send(conn, {"outcome": asdict(outcome)})
         self._prewarm()
+
+
+def _still_there(path: Path, ino: int) -> bool:
+    try:
+        return os.stat(path).st_ino == ino
+    except OSError:
+        return False
 
 
 def _request(conn: socket.socket) -> dict | None:

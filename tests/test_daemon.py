@@ -42,7 +42,25 @@ def rt(monkeypatch):
     yield d
     daemon.ask("stop")
     _gone(d)
-    shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d, ignore_errors=True)      # a daemon that started meanwhile loses its socket: it exits
+    end = time.monotonic() + 20
+    while _daemons(d) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _daemons(d), "a daemon outlived its test"
+
+
+def _daemons(d: Path) -> list[int]:
+    """The daemons serving folder `d`, by their command lines."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"harness.daemon_server" in argv and str(d).encode() in argv and _alive(int(name)):
+                out.append(int(name))
+    return out
 
 
 def _gone(d: Path, within: float = 20.0) -> bool:
