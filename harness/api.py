@@ -16,7 +16,8 @@ def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int =
     """Run every probe on one submission in a child process; return the validated result with diagnoses.
 
     `daemon`: in a fork of this user's check daemon's warm worker (daemon.py; CPU only); cold when none is
-    running (which then starts one for the next check) or it cannot be used; `say(text)` hears why not."""
+    running or it cannot be used (`say(text)` hears why, when that is unexpected). daemon.start() starts
+    one; the CLI does so once its report is written."""
     path = Path(path)
     outcome = None
     lim = limits or Limits()
@@ -27,8 +28,6 @@ def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int =
     if outcome is None:
         outcome = run_child(path, assignment=assignment, seed=seed, device=device, quick=quick, limits=lim,
                             on_event=on_event, isolate=isolate)
-        if daemon and device == "cpu" and not lim.warm:
-            check_daemon.start()             # warms up while the student reads this result
     return build_result(outcome, str(path), assignment, quick=quick)
 
 

@@ -171,6 +171,9 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
         pass
     if footer:
         click.echo(footer)
+    if daemon and device == "cpu":
+        from . import daemon as check_daemon
+        check_daemon.start()      # for the next check, unless one runs: it warms up while the student reads this
     return result
 
 

@@ -88,8 +88,8 @@ def check(path: Path, *, assignment: str, seed: int, quick: bool, limits, on_eve
           say=None) -> ChildOutcome | None:
     """The check's outcome from this user's daemon; None: run it cold instead (and then call start()).
 
-    No daemon is started here: the first check of a session runs cold at a cold check's speed and starts
-    the daemon when it is done, which warms up while the student reads the result; a check that arrives
+    No daemon is started here: the first check of a session runs cold at a cold check's speed and the CLI
+    starts the daemon (start()) once its report is written, which warms up while the student reads it; a check that arrives
     meanwhile waits for that warm-up instead of starting another. `say(text)`: why a running daemon could
     not be used (unexpected; nothing is said when there is none, or it is turned off)."""
     d = runtime_dir() if enabled() else None
