@@ -1,6 +1,6 @@
 """``mtxdiag mutants``: list, show and export the mutant library.
 
-Wired into the main CLI with ``main.add_command(mutants_group)``.
+Wired into the main CLI lazily (harness.cli._LazyGroup: imported when `mtxdiag mutants` is named).
 """
 from __future__ import annotations
 
