@@ -176,6 +176,8 @@ def start() -> bool:
     if d is None:
         return False
     k = key()
+    if len(os.fsencode(d / f"{k}.sock")) > 107:       # longer than a Unix socket's address can be
+        return False
     conn = _connect(d / f"{k}.sock", 1.0)
     if conn is not None:
         conn.close()

@@ -139,7 +139,9 @@ class Worker:
     def abort(self) -> None:
         """Kill the worker and its run from another thread (the run's own thread then sees it die and
         retires it); the check daemon does this when the user gave up on a check (Ctrl-C)."""
-        proc = self.proc
+        self._kill(self.proc)
+
+    def _kill(self, proc) -> None:
         if proc is not None:
             sandbox.kill_tree(proc.pid, self.token, proc.pid)
             try:
@@ -151,11 +153,7 @@ class Worker:
         """Kill the worker with everything in its sandbox and remove its folder."""
         proc, self.proc = self.proc, None
         if proc is not None:
-            sandbox.kill_tree(proc.pid, self.token, proc.pid)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            self._kill(proc)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

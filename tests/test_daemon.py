@@ -27,6 +27,8 @@ from harness.runner import Limits
 from mutants.export import export_submissions
 from mutants.lm_export import mutant_repo_files
 
+from compare_results import comparable as _comparable
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "submissions" / "reversal_lesson.py"
 QUICK = dict(quick=True, limits=Limits(timeout_s=240, cores=2))
@@ -81,15 +83,6 @@ def _ready(within: float = 120.0) -> dict:
             return found[0]
         time.sleep(0.2)
     raise AssertionError(f"no daemon with a warm worker after {within} s: {daemon.ask('status')}")
-
-
-def _comparable(result: dict) -> dict:
-    out = json.loads(json.dumps(result))
-    out.pop("timings", None)
-    for art in (out.get("artifacts") or {}).values():
-        if isinstance(art, dict):
-            art.pop("ms", None)
-    return out
 
 
 def _alive(pid: int) -> bool:

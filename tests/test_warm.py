@@ -9,7 +9,6 @@ the second reports what it can see.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import os
 import random
 import re
@@ -24,23 +23,14 @@ from harness.runner import Limits
 from mutants.export import export_submissions
 from mutants.lm_export import mutant_repo_files
 
+from compare_results import comparable
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference_model" / "reversal.py"
 MARK = str(random.randint(100000, 999999))
 
 
-def _comparable(result: dict) -> dict:
-    """The whole result but what may differ between two runs of the same file: time (`timings`, and the
-    milliseconds lm's pictures record)."""
-    out = json.loads(json.dumps(result))
-    out.pop("timings", None)
-    for art in (out.get("artifacts") or {}).values():
-        if isinstance(art, dict):
-            art.pop("ms", None)
-    return out
-
-
-_exactly = _comparable
+_exactly = _comparable = comparable
 
 
 def _both(path, **kw):
