@@ -180,8 +180,8 @@ class Server:
         done.set()
         with self.lock:
             self.runs += 1
-        if not gone.is_set():
-            with send_lock:
+        if not gone.is_set() and not self.stopping.is_set():   # stopping: its worker may have been closed
+            with send_lock:                                   # under it; the client runs it cold instead
                 _send(conn, {"outcome": asdict(outcome)})
         self._prewarm()
 

@@ -243,7 +243,7 @@ def test_a_request_it_does_not_know_gets_an_answer_and_changes_nothing(rt):
                 break
             reply += data
         conn.close()
-        assert reply == b"" or b'"error"' in reply, reply
+        assert b'"error"' in reply, reply
     assert daemon.ask("status")[0]["checks"] == 0
 
 
