@@ -4,7 +4,7 @@ Untrusted code runs only here. What goes back to the parent is JSON on a
 private pipe, not stdout: a student's print() cannot reach it. Before any
 student code runs, the child
 
-* reads the run's key from stdin (then stdin is /dev/null), moves the pipe
+* reads the run's key from stdin (then stdin is empty), moves the pipe
   to a random high descriptor that is closed on exec, and signs every message
   with the key and a sequence number (the parent rejects anything else);
 * becomes the subreaper of its descendants, so that double-forked processes
@@ -108,8 +108,19 @@ def _die(code: int, message: str):
     _exit(code)
 
 
+def _empty_stdin() -> None:
+    """fd 0 becomes a pipe with no writer: reading it gives end-of-file at once.
+
+    Not /dev/null: on a machine where /dev/null was replaced by a regular file (seen in CI: it held what other
+    processes had written to it, pytest's log lines among them) the student would read that file."""
+    r, w = os.pipe()
+    os.close(w)
+    os.dup2(r, 0)
+    os.close(r)
+
+
 def _read_key(enabled: bool) -> str:
-    """The run's key: one line on stdin from the parent; stdin becomes /dev/null afterwards."""
+    """The run's key: one line on stdin from the parent; then stdin is empty (_empty_stdin)."""
     if not enabled:
         return ""
     buf = b""
@@ -118,9 +129,7 @@ def _read_key(enabled: bool) -> str:
         if not chunk:
             break
         buf += chunk
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+    _empty_stdin()
     return buf.split(b"\n", 1)[0].decode("ascii", "replace").strip()
 
 

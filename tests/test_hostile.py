@@ -714,6 +714,23 @@ def test_limits_environment_and_folder(runs, monkeypatch):
     assert json.loads(lines["STDIN"]) == ""                              # the run's key is gone
 
 
+def test_stdin_is_empty_after_the_key_even_where_devnull_is_a_file(tmp_path):
+    """CI once ran on a machine whose /dev/null had become a regular file holding what other processes wrote
+    to it (pytest's log lines): a child that reopened /dev/null as its stdin let the student read them."""
+    import subprocess
+    import sys
+    junk = tmp_path / "devnull"
+    junk.write_text("OTHER-PROCESSES-OUTPUT\n")
+    code = ("import os, sys; os.devnull = sys.argv[1]\n"
+            "from harness.child import _read_key\n"
+            "key = _read_key(True)\n"
+            "print(repr(key), repr(sys.stdin.read()), repr(os.read(0, 100)))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(junk)], input=b"the-key\nREST-OF-THE-PIPE",
+                         capture_output=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().split() == ["'the-key'", "''", "b''"]
+
+
 def test_environment_is_scrubbed(tmp_path, monkeypatch):
     monkeypatch.setenv("MTXDIAG_TEST_SECRET", "hunter2")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")
