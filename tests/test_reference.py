@@ -344,3 +344,28 @@ def test_positional_encoding_matches_the_formula(seq_len, d_model):
     # the reversal model's table is the same formula
     table = R.PositionalEncoding(d_model, max_len=seq_len, dropout=0.0).pe[0]
     assert torch.allclose(table, pe, atol=1e-6)
+
+
+def test_the_overfit_probe_steps_fused_adam_and_falls_back_for_complex_parameters():
+    """overfit's optimizer: fused for real parameters (it still memorises the batch), foreach for complex ones,
+    which the fused kernel refuses only at its first step (a student's error there would be blamed on them)."""
+    from harness.probes.training import _adam
+    torch.manual_seed(0)
+    model = R.MiniTransformer(dropout=0.0)
+    opt = _adam(model.parameters(), lr=1e-3)
+    assert opt.defaults["fused"] is True
+    src, tgt = R.make_batch(8)
+    for step in range(400):
+        logits, _ = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=PAD)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if loss.item() < 0.01:
+            break
+    assert loss.item() < 0.01, f"after {step + 1} steps the loss is {loss.item():.4f}"
+    z = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
+    opt = _adam([z, torch.nn.Parameter(torch.randn(3))], lr=1e-3)
+    assert not opt.defaults["fused"] and opt.defaults["foreach"]
+    (z.abs() ** 2).sum().backward()
+    opt.step()                                   # fused=True would raise here

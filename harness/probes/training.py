@@ -417,12 +417,15 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
 
 def _adam(params, lr: float) -> torch.optim.Optimizer:
     """Adam with the fused kernel (one op per step for all parameters: a small model's step is its per-op
-    overhead; 1.5 ms of ~8 ms a step on the reference), else foreach where fused refuses these parameters."""
+    overhead; 1.5 ms of ~8 ms a step on the reference), else foreach (complex parameters, which fused refuses at
+    its first step; or whatever it refuses when built)."""
     params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError, TypeError):
-        return torch.optim.Adam(params, lr=lr, foreach=True)
+    if all(isinstance(p, torch.Tensor) and p.is_floating_point() for p in params):   # fused: no complex
+        try:
+            return torch.optim.Adam(params, lr=lr, fused=True)
+        except (RuntimeError, ValueError, TypeError):
+            pass
+    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 def overfit(ctx):
