@@ -127,13 +127,13 @@ def test_no_future_leak():
     assert not torch.allclose(a[0, -1], b[0, -1], atol=1e-4)
 
 
-def test_overfit_one_batch():
-    """A fresh model with dropout 0 memorises one batch of 8 to loss < 0.01 within 400 steps."""
+def _memorise(make_optimizer) -> list[float]:
+    """Losses of a fresh model (dropout 0) trained on one batch of 8 until < 0.01, at most 400 steps."""
     torch.manual_seed(0)
     model = R.MiniTransformer(dropout=0.0)
     model.train()
     src, tgt = R.make_batch(8)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = make_optimizer(model.parameters())
     losses = []
     for _ in range(400):
         logits, _ = model(src, tgt[:, :-1])
@@ -144,6 +144,12 @@ def test_overfit_one_batch():
         losses.append(loss.item())
         if losses[-1] < 0.01:
             break
+    return losses
+
+
+def test_overfit_one_batch():
+    """A fresh model with dropout 0 memorises one batch of 8 to loss < 0.01 within 400 steps."""
+    losses = _memorise(lambda params: torch.optim.Adam(params, lr=1e-3))
     assert losses[-1] < 0.01, f"after {len(losses)} steps the loss is {losses[-1]:.4f}"
     assert losses[0] > 2.0
 
@@ -350,20 +356,10 @@ def test_the_overfit_probe_steps_fused_adam_and_falls_back_for_complex_parameter
     """overfit's optimizer: fused for real parameters (it still memorises the batch), foreach for complex ones,
     which the fused kernel refuses only at its first step (a student's error there would be blamed on them)."""
     from harness.probes.training import _adam
-    torch.manual_seed(0)
-    model = R.MiniTransformer(dropout=0.0)
-    opt = _adam(model.parameters(), lr=1e-3)
-    assert opt.defaults["fused"] is True
-    src, tgt = R.make_batch(8)
-    for step in range(400):
-        logits, _ = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=PAD)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if loss.item() < 0.01:
-            break
-    assert loss.item() < 0.01, f"after {step + 1} steps the loss is {loss.item():.4f}"
+    made = []
+    losses = _memorise(lambda params: made.append(_adam(params, lr=1e-3)) or made[0])
+    assert made[0].defaults["fused"] is True
+    assert losses[-1] < 0.01, f"after {len(losses)} steps the loss is {losses[-1]:.4f}"
     z = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
     opt = _adam([z, torch.nn.Parameter(torch.randn(3))], lr=1e-3)
     assert not opt.defaults["fused"] and opt.defaults["foreach"]
