@@ -72,7 +72,7 @@ def lm(ctx):
               for i in range(LM_LAYERS)]
     torch.manual_seed(ctx.seed)
     model = _LM(blocks, pe.to(ctx.device), form == "forward").to(ctx.device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=LM_LR, foreach=True)   # batched update (see training.overfit)
+    opt = torch.optim.Adam(model.parameters(), lr=LM_LR, foreach=True)   # one batched update for all parameters
     g = torch.Generator().manual_seed(ctx.seed * 1000 + 77)
     losses, batched = [], True
     t0 = time.perf_counter()
