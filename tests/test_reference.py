@@ -355,13 +355,13 @@ def test_positional_encoding_matches_the_formula(seq_len, d_model):
 def test_the_overfit_probe_steps_fused_adam_and_falls_back_for_complex_parameters():
     """overfit's optimizer: fused for real parameters (it still memorises the batch), foreach for complex ones,
     which the fused kernel refuses only at its first step (a student's error there would be blamed on them)."""
-    from harness.probes.training import _adam
+    from harness.probes.common import adam
     made = []
-    losses = _memorise(lambda params: made.append(_adam(params, lr=1e-3)) or made[0])
+    losses = _memorise(lambda params: made.append(adam(params, lr=1e-3)) or made[0])
     assert made[0].defaults["fused"] is True
     assert losses[-1] < 0.01, f"after {len(losses)} steps the loss is {losses[-1]:.4f}"
     z = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
-    opt = _adam([z, torch.nn.Parameter(torch.randn(3))], lr=1e-3)
+    opt = adam([z, torch.nn.Parameter(torch.randn(3))], lr=1e-3)
     assert not opt.defaults["fused"] and opt.defaults["foreach"]
     (z.abs() ** 2).sum().backward()
     opt.step()                                   # fused=True would raise here

@@ -18,7 +18,7 @@ from ..intercept import Recorder, StepLosses
 from . import locate
 from .base import StudentError, check, rnd
 from .base import caller_line as _caller_line
-from .common import PAD, batch, default, kwargs_for, ref_loss, small_model
+from .common import PAD, adam, batch, default, kwargs_for, ref_loss, small_model
 
 
 def _trace(ctx, model, steps, batch_size):
@@ -415,26 +415,13 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
     return out
 
 
-def _adam(params, lr: float) -> torch.optim.Optimizer:
-    """Adam with the fused kernel (one op per step for all parameters: a small model's step is its per-op
-    overhead; 1.5 ms of ~8 ms a step on the reference), else foreach (complex parameters, which fused refuses at
-    its first step; or whatever it refuses when built)."""
-    params = list(params)
-    if all(isinstance(p, torch.Tensor) and p.is_floating_point() for p in params):   # fused: no complex
-        try:
-            return torch.optim.Adam(params, lr=lr, fused=True)
-        except (RuntimeError, ValueError, TypeError):
-            pass
-    return torch.optim.Adam(params, lr=lr, foreach=True)
-
-
 def overfit(ctx):
     """A correct model memorises one batch of 8 (dropout 0) within 400 Adam steps."""
     cls = ctx.need("MiniTransformer")
     model = ctx.model(**kwargs_for(cls, dropout=0.0))
     model.train()
     src, tgt = batch(ctx, 8, seed_offset=20)
-    opt = _adam(model.parameters(), lr=1e-3)
+    opt = adam(model.parameters(), lr=1e-3)
     curve = []
     with ctx.student("overfit one batch", seconds=ctx.budget(30)):
         for step in range(1, 401):
