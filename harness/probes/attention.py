@@ -9,7 +9,7 @@ import torch
 
 from ..intercept import Recorder, attention_weights, softmax_dim
 from . import locate, mechanism, trace
-from .base import check, rnd
+from .base import check, manual_seed, rnd
 from .common import batch, eval_model, kwargs_for
 
 
@@ -109,7 +109,7 @@ def _score_scale(ctx):
     xq, xk = (torch.randn(2, 9, 64, generator=g).to(ctx.device) for _ in range(2))
     spread = {}
     for h in (16, 1):
-        torch.manual_seed(ctx.seed)
+        manual_seed(ctx.seed)
         try:
             with ctx.student(f"MultiHeadAttention(64, {h})"):
                 mha = MHA(64, h, **kwargs_for(MHA, dropout=0.0)).to(ctx.device).eval()
@@ -132,7 +132,7 @@ def _score_scale(ctx):
 def head_permutation(ctx):
     """Self-attention without positions is permutation-equivariant; a wrong head split breaks it."""
     MHA = ctx.need("MultiHeadAttention")
-    torch.manual_seed(ctx.seed)
+    manual_seed(ctx.seed)
     with ctx.student("MultiHeadAttention(64, 4)"):
         mha = MHA(64, 4, **kwargs_for(MHA, dropout=0.0)).to(ctx.device).eval()
     x = torch.randn(2, 7, 64, device=ctx.device)

@@ -47,6 +47,17 @@ def rnd(x: float, n: int = 4) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else round(x, n)
 
 
+def manual_seed(seed: int) -> None:
+    """torch.manual_seed, less its CUDA bookkeeping where there is no CUDA (the CPU generator gets the same seed).
+
+    Without CUDA, torch.manual_seed still queues a lazy CUDA seeding and formats the caller's stack for it
+    (~0.3 ms a call, ~100 calls and ~2% of a quick check)."""
+    if torch.cuda.is_available():
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(int(seed))
+
+
 def seed_all(seed: int, label: str) -> None:
     """Seed torch's, Python's and numpy's global generators from (--seed, what runs next).
 
@@ -57,7 +68,7 @@ def seed_all(seed: int, label: str) -> None:
     import random
     import zlib
     s = zlib.crc32(f"{seed}:{label}".encode())
-    torch.manual_seed(s)
+    manual_seed(s)
     random.seed(s)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(s)
@@ -118,7 +129,7 @@ class Context:
     def model(self, seed: int | None = None, **kw):
         """A fresh MiniTransformer (reversal) at the contract's defaults, seeded."""
         cls = self.need("MiniTransformer")
-        torch.manual_seed(self.seed if seed is None else seed)
+        manual_seed(self.seed if seed is None else seed)
         with self.student("MiniTransformer(...)"), self.construction_sites():
             m = cls(**kw)
         return m.to(self.device)

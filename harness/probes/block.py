@@ -24,7 +24,7 @@ import ast
 import torch
 
 from ..intercept import Recorder
-from .base import StudentError, rnd
+from .base import StudentError, manual_seed, rnd
 from .common import accepts, kwargs_for
 
 
@@ -48,7 +48,7 @@ def make_block(ctx, d_model, n_heads, d_ff, causal=False, seed=None):
     kw = kwargs_for(cls, dropout=0.0)
     if causal:
         kw["causal"] = True
-    torch.manual_seed(ctx.seed if seed is None else seed)
+    manual_seed(ctx.seed if seed is None else seed)
     args = ", ".join([str(d_model), str(n_heads), str(d_ff)] + [f"{k}={v}" for k, v in kw.items()])
     with ctx.student(f"TransformerBlock({args})"):
         block = cls(d_model, n_heads, d_ff, **kw)
@@ -58,7 +58,7 @@ def make_block(ctx, d_model, n_heads, d_ff, causal=False, seed=None):
 def make_mha(ctx, d_model, n_heads, seed=None):
     cls = ctx.need("MultiHeadAttention")
     kw = kwargs_for(cls, dropout=0.0)
-    torch.manual_seed(ctx.seed if seed is None else seed)
+    manual_seed(ctx.seed if seed is None else seed)
     with ctx.student(f"MultiHeadAttention({d_model}, {n_heads})"):
         mha = cls(d_model, n_heads, **kw)
     return mha.to(ctx.device).eval()

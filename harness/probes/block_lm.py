@@ -7,7 +7,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .base import ProbeTimeout, Skip, check, rnd
+from .base import ProbeTimeout, Skip, check, manual_seed, rnd
 from .block import causal_form, make_block, output_tensor
 
 
@@ -70,7 +70,7 @@ def lm(ctx):
         pe = formula(T, LM_D)
     blocks = [make_block(ctx, LM_D, LM_HEADS, LM_FF, causal=form == "init", seed=ctx.seed * 10 + i)
               for i in range(LM_LAYERS)]
-    torch.manual_seed(ctx.seed)
+    manual_seed(ctx.seed)
     model = _LM(blocks, pe.to(ctx.device), form == "forward").to(ctx.device).train()
     opt = torch.optim.Adam(model.parameters(), lr=LM_LR, foreach=True)   # one batched update for all parameters
     g = torch.Generator().manual_seed(ctx.seed * 1000 + 77)

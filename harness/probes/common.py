@@ -13,12 +13,14 @@ import torch.nn.functional as F
 
 from reference_model import reversal as ref
 
+from .base import manual_seed
+
 PAD, SOS, EOS, VOCAB = ref.PAD, ref.SOS, ref.EOS, ref.VOCAB
 
 
 def batch(ctx, n: int, min_len=4, max_len=10, seed_offset=0):
     g_state = torch.random.get_rng_state()
-    torch.manual_seed(ctx.seed * 1000 + seed_offset)
+    manual_seed(ctx.seed * 1000 + seed_offset)
     src, tgt = ref.make_batch(n, min_len=min_len, max_len=max_len)
     torch.random.set_rng_state(g_state)
     return src.to(ctx.device), tgt.to(ctx.device)

@@ -5,13 +5,13 @@ import ast
 
 import torch
 
-from .base import check
+from .base import check, manual_seed
 from .common import EOS, PAD, SOS
 
 
 def make_batch(ctx):
     fn = ctx.need("make_batch")
-    torch.manual_seed(ctx.seed)
+    manual_seed(ctx.seed)
     with ctx.student("make_batch(32)"):
         src, tgt = fn(32)
     n, rev, copy, brackets, pads = 0, 0, 0, 0, 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder, attention_weights
-from .base import Skip, check, rnd
+from .base import Skip, check, manual_seed, rnd
 from .common import PAD, batch, eval_model, kwargs_for
 from .training import run_train as _trace
 
@@ -77,7 +77,7 @@ def brief_training(ctx):
     # 300 steps of 24 already show the reference's anti-diagonal (0.45 of the mass against 0.04 on the
     # diagonal; 400 x 32 gives 0.52 for 40% more time).
     steps, bs = 300, 24
-    torch.manual_seed(ctx.seed)
+    manual_seed(ctx.seed)
     model = ctx.model()
     fn = ctx.module.train
     tr = _trace(ctx, model, steps, bs) if "warmup" not in kwargs_for(fn, warmup=1) else \

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import StudentError, check, rnd
+from .base import StudentError, check, manual_seed, rnd
 from .lm_common import (Outcome, attach, call, compare, exception_outcome, functions_ran, gen, reference, run_cases,
                         verdict)
 from .lm_fingerprint import match_cases, match_outputs
@@ -198,7 +198,7 @@ def get_batch(ctx):
     data = np.arange(n, dtype=np.int64) + 100           # token k sits at index k - 100
     starts, problems, same_rows, n_draws = set(), [], 0, 40
     np.random.seed(ctx.seed)          # numpy or torch, whichever the student samples with: reproducible
-    torch.manual_seed(ctx.seed)
+    manual_seed(ctx.seed)
     try:
         for draw in range(n_draws):
             out = call(ctx, "get-batch", (data, b, t, "cpu"), f"dataset of {n} tokens, batch {b}, context {t}")

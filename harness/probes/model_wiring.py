@@ -7,7 +7,7 @@ import torch
 
 from ..intercept import Recorder
 from . import locate
-from .base import Skip, StudentError, check, rnd
+from .base import Skip, StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
 from .common import PAD, VOCAB, batch, eval_model, kwargs_for, ref_loss
 
@@ -88,7 +88,7 @@ def residual(ctx):
         if not ctx.has(name):
             continue
         cls = getattr(ctx.module, name)
-        torch.manual_seed(ctx.seed)
+        manual_seed(ctx.seed)
         with ctx.student(f"{name}(64, 4, 256)"):
             layer = cls(64, 4, 256, **kwargs_for(cls, dropout=0.0)).to(ctx.device).eval()
         with torch.no_grad():

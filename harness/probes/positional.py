@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..intercept import Recorder
-from .base import Skip, StudentError, check, rnd
+from .base import Skip, StudentError, check, manual_seed, rnd
 from .block import output_tensor
 from .common import batch, default, eval_model, kwargs_for
 
@@ -31,9 +31,9 @@ def _table(ctx, T=50, d=64):
         for shape in _layouts(ctx, cls, T, d):       # (B, T, D) as the contract, or (T, B, D) internals
             try:
                 with torch.no_grad(), ctx.student("PositionalEncoding.forward"):
-                    torch.manual_seed(1)
+                    manual_seed(1)
                     tables.append(mod(torch.zeros(*shape, device=ctx.device)).reshape(T, d).cpu())
-                    torch.manual_seed(2)
+                    manual_seed(2)
                     twice = mod(torch.zeros(*shape, device=ctx.device)).reshape(T, d).cpu()
                 ctx.cache["pe_random"] = ctx.cache.get("pe_random") or not torch.equal(tables[-1], twice)
             except Exception:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import trace
-from .base import Skip, check, rnd
+from .base import Skip, check, manual_seed, rnd
 from .common import batch, eval_model, kwargs_for
 
 # Ops whose output is random by design: the first divergence landing on one of them is the mechanism.
@@ -60,14 +60,14 @@ def batch_independence(ctx):
     src2[1:], tgt2[1:] = other_src[1:], other_tgt[1:]   # sample 0 identical, samples 1 and 2 replaced
     run = (lambda s, t: lambda: ctx.forward(model, s, t[:, :-1]))
     with torch.no_grad():
-        torch.manual_seed(5)
+        manual_seed(5)
         a, _ = run(src, tgt)()
-        torch.manual_seed(5)
+        manual_seed(5)
         b, _ = run(src2, tgt2)()
     if a.dim() == 0 or a.size(0) != 3:
         raise Skip("the logits do not have the batch first")
     with torch.no_grad():                              # the same samples in another order: sample 0 last
-        torch.manual_seed(5)
+        manual_seed(5)
         c, _ = run(src.flip(0), tgt.flip(0))()
     err = float(trace._diff(a[0], b[0]))
     moved = float(trace._diff(a[0], c[2])) if c.shape == a.shape else 0.0
@@ -99,7 +99,7 @@ def decode_determinism(ctx):
     src, _ = batch(ctx, 3, 5, 7, seed_offset=43)
     outs = []
     for seed in (1, 2):
-        torch.manual_seed(seed)
+        manual_seed(seed)
         with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
             ys = decode(model, src, **kwargs_for(decode, max_len=12))
         outs.append(ys[0] if isinstance(ys, (tuple, list)) else ys)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .base import manual_seed
+
 # Ops that read or shape tensors without computing anything worth blaming.
 _QUIET = {"size", "dim", "__get__", "numel", "__len__", "__bool__", "item", "tolist", "is_contiguous",
           "__format__", "__repr__", "__hash__", "data_ptr", "stride", "element_size", "__index__",
@@ -87,7 +89,7 @@ class OpTrace(TorchFunctionMode):
 def record(ctx, fn, seed: int = 1234):
     """Run fn() under an OpTrace with a fixed RNG state, so random ops agree between two runs."""
     rng = torch.random.get_rng_state()
-    torch.manual_seed(seed)
+    manual_seed(seed)
     tr = OpTrace(ctx.source.code_path)
     try:
         with torch.no_grad(), tr:
