@@ -34,7 +34,7 @@ NUMBERS = {
     "causal-leak": lambda c: c["measured"],
     "padding-invariance": lambda c: c["measured"],
     "embedding-scale": lambda c: c["measured"],
-    "overfit": lambda c: c["measured"],
+    "overfit": lambda c: (c.get("data") or {}).get("steps") if c["status"] == "pass" else None,   # steps to < 0.05
     "source-sensitivity": lambda c: c["measured"],
     "stateless-forward": lambda c: c["measured"] if isinstance(c["measured"], (int, float)) else None,
     "pe-formula": lambda c: c["measured"],

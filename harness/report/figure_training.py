@@ -132,7 +132,6 @@ def overfit(curve) -> Figure:
     ax = _curve_axes(fig, v, "Adam step (lr 1e-3, dropout 0)", "loss", "upper right")
     ax.line(steps, v, BLUE, lw=1.6, label="your model, one fixed batch of 8")
     ax.hline(0.05, VERMILION, ls="--", lw=1, label="pass: < 0.05 within 400 steps")
-    ax.hline(0.005, GREY, ls=":", lw=1, label="reference: < 0.005 by ~150 steps")
     fin = v[np.isfinite(v)]
     last = float(fin[-1]) if fin.size else math.nan
     alt = (f"Loss on one fixed batch over {int(steps[-1])} steps, log scale, from {fmt(float(fin[0]), 3)} "
