@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
-               decoding, lm_components, lm_properties, lm_training, model_wiring, padding, positional,
-               properties, training)
+               decoding, lm_components, lm_properties, lm_training, model_wiring, overfit, padding,
+               positional, properties, training)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ PROBES = (
     Probe("decode-consistency", properties.decode_consistency, R, "quick"),
     Probe("decode-batch-rows", decode_batch.batch_rows, R, "quick"),
     Probe("train-trace", training.trace, R, "quick", side=True),
-    Probe("overfit", training.overfit, R, "quick", side=True),
+    Probe("overfit", overfit.overfit, R, "quick", side=True),
     Probe("brief-training", decoding.brief_training, R, "train", side=True),
     # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
     Probe("pe", positional.table, B, "static"),

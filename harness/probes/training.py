@@ -8,7 +8,6 @@ loss, and the gradient the loss sends to logits at PAD targets.
 from __future__ import annotations
 
 import ast
-import math
 import time
 
 import torch
@@ -18,12 +17,7 @@ from ..intercept import Recorder, StepLosses
 from . import locate
 from .base import StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
-from .common import PAD, adam, batch, default, kwargs_for, ref_loss, small_model
-
-
-OVERFIT_PASS = 0.05            # memorised: the pass line
-OVERFIT_MAX_STEPS = 400
-OVERFIT_STEPS_CORRECT = "27-120"   # bench/calibrate.py --corpus: 150 runs of correct code, 5 seeds (x3.3 to 400)
+from .common import PAD, default, kwargs_for, small_model
 
 
 def _trace(ctx, model, steps, batch_size):
@@ -418,38 +412,6 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          f"scheduler.last_epoch advanced {moved} time(s) over {len(ep)} optimizer steps",
                          location=ctx.where(where) if bad else None))
     return out
-
-
-def overfit(ctx):
-    """A correct model memorises one batch of 8 (dropout 0): loss < 0.05 within 400 Adam steps.
-
-    It stops at the first step under the pass line: the question is whether the model can memorise, and
-    how many steps it needs is the measurement (correct code: OVERFIT_STEPS_CORRECT). Training on to a
-    lower loss only cost time: the reference went on from step ~40 to ~70 (overfit is a third of a quick
-    check); the same check statuses on the corpus and the mutants either way (160 files)."""
-    cls = ctx.need("MiniTransformer")
-    model = ctx.model(**kwargs_for(cls, dropout=0.0))
-    model.train()
-    src, tgt = batch(ctx, 8, seed_offset=20)
-    opt = adam(model.parameters(), lr=1e-3)
-    curve = []
-    with ctx.student("overfit one batch", seconds=ctx.budget(30)):
-        for step in range(1, OVERFIT_MAX_STEPS + 1):
-            logits, _ = model(src, tgt[:, :-1])
-            loss = ref_loss(logits, tgt[:, 1:])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            curve.append(float(loss.detach()))
-            if not math.isfinite(curve[-1]) or curve[-1] < OVERFIT_PASS:
-                break
-    final = curve[-1]
-    ctx.artifacts["overfit"] = [rnd(v) for v in curve]
-    ok = math.isfinite(final) and final < OVERFIT_PASS
-    return [check("overfit", "pass" if ok else "fail", rnd(final, 4),
-                  f"< {OVERFIT_PASS} within {OVERFIT_MAX_STEPS} steps (correct code: {OVERFIT_STEPS_CORRECT} steps)",
-                  f"loss on one fixed batch of 8 after {len(curve)} steps" + ("" if ok else " (never under 0.05)"),
-                  data={"steps": len(curve), "at_100": rnd(curve[min(99, len(curve) - 1)])})]
 
 
 run_train = _trace   # public: decoding.py runs the same brief training of train()
