@@ -10,7 +10,7 @@ import torch
 
 from . import trace
 from .base import Skip, check, manual_seed, rnd
-from .common import batch, eval_model, kwargs_for
+from .common import EOS, batch, eval_model, kwargs_for
 
 # Ops whose output is random by design: the first divergence landing on one of them is the mechanism.
 DROPOUT_OPS = {"dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -112,7 +112,8 @@ def decode_determinism(ctx):
 
 def decode_consistency(ctx):
     """Inside greedy_decode, each step's decoder self-attention is causal for the current prefix length, and
-    the tokens are those the model's own forward pass picks for each prefix.
+    the tokens are those the model's own forward pass picks for each prefix, up to each row's first EOS (a
+    loop may fill a finished row with PAD or EOS while the others go on).
 
     A decode loop that builds its masks once (for the first, one-token prefix) and reuses them lets every
     later step's prefix positions see their future. Sources of 12 tokens, decoding at most 10: a (t, t)
@@ -142,7 +143,10 @@ def decode_consistency(ctx):
             for _ in range(y_.size(1) - 1):
                 logits, _ = ctx.forward(model, s_, ref)
                 ref = torch.cat([ref, logits[:, -1].argmax(-1, keepdim=True)], 1)   # (B, t + 1)
-        d = next((t for t in range(y_.size(1)) if not bool((y_ == ref)[:, t].all())), None)
+        # after a row's first EOS its tokens are the loop's filler (PAD, EOS), not predictions: not compared
+        after_eos = (y_ == EOS).long().cumsum(1) - (y_ == EOS).long() > 0      # (B, T)
+        agree = (y_ == ref) | after_eos
+        d = next((t for t in range(y_.size(1)) if not bool(agree[:, t].all())), None)
         differs = d if differs is None else (differs if d is None else min(differs, d))
     from . import mechanism
     ops = trace.record(ctx, run)
