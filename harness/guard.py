@@ -131,7 +131,9 @@ class Guard:
         self._funcs = _Functions([a[3] for a in self.attrs if a[4] is not None])
         self._hot_funcs = _Functions([a[3] for a in self.attrs if a[4] is not None and _is_hot(a[0])])
         self._class_lens = [(cls, len(keys)) for _, cls, keys in self.added_watch]
-        self._cont_snaps = [_snapshot(obj) for _, obj, _ in self.containers]
+        # each distinct container once: every module's __builtins__ is the one builtins dict (5 of the 10)
+        distinct = {id(obj): obj for _, obj, _ in self.containers}
+        self._cont_snaps = [(obj, _snapshot(obj)) for obj in distinct.values()]
         self._obj_snaps = [_snapshot(getattr(obj, "__dict__", {})) for _, obj, _ in self.objects]
         self._sysmods = sys.modules          # the interpreter's own dict, even if sys.modules is rebound
         self._mod_names = tuple(self.modules)
@@ -153,7 +155,7 @@ class Guard:
             dirty.add("attrs")
         if any(len(cls.__dict__) != n for cls, n in self._class_lens):
             dirty.add("classes")
-        if any(not _same_snapshot(obj, snap) for (_, obj, _), snap in zip(self.containers, self._cont_snaps)):
+        if any(not _same_snapshot(obj, snap) for obj, snap in self._cont_snaps):
             dirty.add("containers")
         if any(not _same_snapshot(getattr(obj, "__dict__", {}), snap)
                for (_, obj, _), snap in zip(self.objects, self._obj_snaps)):

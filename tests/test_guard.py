@@ -75,6 +75,16 @@ def test_a_container_changed_in_place_is_found_and_put_back(guard):
     assert obj[key] is was and obj == saved
 
 
+def test_a_name_added_to_the_shared_builtins_dict_is_found_once_and_removed(guard):
+    """Every module's __builtins__ is the one builtins dict: compared once, still caught and put back."""
+    import builtins
+    assert sum(1 for _, obj, _ in guard.containers if obj is builtins.__dict__) > 1
+    builtins.__dict__["mtxdiag_extra_name"] = 1
+    found = guard.check(hot=True)
+    assert [x for x in found if "__builtins__ modified" in x], found
+    assert "mtxdiag_extra_name" not in builtins.__dict__
+
+
 def test_unchanged_after_a_finding_stays_quiet(guard):
     orig = F.relu
     F.relu = lambda *a, **k: None
