@@ -191,10 +191,8 @@ class Guard:
         before = len(self.findings)
         dirty = self._dirty(hot) if hasattr(self, "_groups") else {"attrs", "classes", "containers", "objects",
                                                                    "modules"}
-        if "attrs" in dirty:
-            self._check_attrs(where)
+        refreeze = self._check_attrs(where) if "attrs" in dirty else False
         if "classes" in dirty:
-            refreeze = False
             for j, (label, cls, keys) in enumerate(self.added_watch):
                 for name in sorted(set(cls.__dict__) - keys):
                     new = cls.__dict__.get(name)
@@ -214,8 +212,6 @@ class Guard:
                         delattr(cls, name)
                     except Exception:
                         pass
-            if refreeze:
-                self.freeze()
         if "containers" in dirty:
             for label, obj, saved in self.containers:
                 if not same_container(saved, obj):
@@ -248,12 +244,15 @@ class Guard:
                     self._found(f"sys.modules[{name!r}] replaced", where, line)
                     self.module_changes.append((name, line, where))
                     mods[name] = mod
-        if dirty and hasattr(self, "_groups"):
-            self.freeze()             # the exact comparison put back what it found: snapshot the state now
+        if (dirty and hasattr(self, "_groups")) or refreeze:
+            # once: what the exact comparison put back, and torch's own changes taken into the record
+            self.freeze()
         self._check_global_state(where, token)
         return self.findings[before:]
 
-    def _check_attrs(self, where):
+    def _check_attrs(self, where) -> bool:
+        """The exact comparison of the attributes; True when torch's own changes were taken into the record
+        (the caller snapshots the record again, once)."""
         refreeze = False
         for i, (label, owner, name, value, parts, is_class) in enumerate(self.attrs):
             cur = owner.__dict__.get(name, MISSING)
@@ -288,8 +287,7 @@ class Guard:
                             c.cell_contents = v
                 except Exception:
                     pass
-        if refreeze:
-            self.freeze()
+        return refreeze
 
     def _line_of(self, name: str, new, label: str = "") -> int | None:
         """The student's line behind a change that only the student can have made (builtins, the grader)."""
