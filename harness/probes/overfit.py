@@ -43,5 +43,6 @@ def overfit(ctx):
     ok = math.isfinite(final) and final < OVERFIT_PASS
     return [check("overfit", "pass" if ok else "fail", rnd(final, 4),
                   f"< {OVERFIT_PASS} within {OVERFIT_MAX_STEPS} steps (correct code: {OVERFIT_STEPS_CORRECT} steps)",
-                  f"loss on one fixed batch of 8 after {len(curve)} steps" + ("" if ok else f" (never under {OVERFIT_PASS})"),
+                  f"loss on one fixed batch of 8 after {len(curve)} steps"
+                  + ("" if ok else f" (never under {OVERFIT_PASS})"),
                   data={"steps": len(curve), "at_100": rnd(curve[min(99, len(curve) - 1)])})]
