@@ -141,10 +141,12 @@ def daemon_status():
 
 
 @daemon.command("stop")
-def daemon_stop():
-    """Stop every daemon of this user now (a check running in one ends; the next check starts a new one)."""
+@click.option("--all", "everyone", is_flag=True, help="Stop every daemon of this user (other installs' too).")
+def daemon_stop(everyone):
+    """Stop the daemon this install's `check` uses (a check running in it ends; the next check starts a new
+    one). Other installs' daemons of this user keep running unless --all."""
     from . import daemon as check_daemon
-    stopped = [d for d in check_daemon.ask("stop") if d.get("stopping")]
+    stopped = [d for d in check_daemon.ask("stop", everyone=everyone) if d.get("stopping")]
     click.echo(f"stopped {len(stopped)} check daemon(s)" if stopped else "no check daemon is running")
 
 

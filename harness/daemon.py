@@ -125,11 +125,17 @@ def check(path: Path, *, assignment: str, seed: int, quick: bool, limits, on_eve
     return None
 
 
-def ask(op: str) -> list[dict]:
-    """Send `op` ("status" or "stop") to every daemon of this user; their answers."""
+def ask(op: str, everyone: bool = True) -> list[dict]:
+    """Send `op` ("status" or "stop") to this user's daemons, their answers: every one, or (everyone=False)
+    only the one this install would use (its key(): this interpreter, this checkout, these settings), so
+    that stopping ours never ends another install's check."""
     d = runtime_dir(create=False)
     out = []
-    for sock in sorted(d.glob("*.sock")) if d else []:
+    socks = sorted(d.glob("*.sock")) if d else []
+    if not everyone:
+        mine = key()
+        socks = [s for s in socks if s.stem == mine]
+    for sock in socks:
         conn = _connect(sock, 2.0)
         if conn is None:
             continue

@@ -1,0 +1,65 @@
+"""`mtxdiag daemon stop` stops only the daemon this install would use; `--all` stops every one of the user's.
+
+Two stand-in daemons (Unix sockets that answer as daemon_server does) share one runtime folder: one under this
+install's key(), one under another install's. No child process, no torch."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness import daemon
+from harness.cli import main
+
+
+class FakeDaemon(threading.Thread):
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.ops = []
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                op = json.loads(conn.makefile().readline())["op"]
+                self.ops.append(op)
+                conn.sendall((json.dumps({"stopping": op == "stop", "pid": 1}) + "\n").encode())
+
+
+@pytest.fixture
+def two(monkeypatch):
+    d = Path(tempfile.mkdtemp(prefix="mtxd-"))
+    os.chmod(d, 0o700)
+    monkeypatch.setenv("MTXDIAG_RUNTIME_DIR", str(d))
+    mine, other = FakeDaemon(d / f"{daemon.key()}.sock"), FakeDaemon(d / f"{'0' * 16}.sock")
+    for f in (mine, other):
+        f.start()
+    yield mine, other
+    for f in (mine, other):
+        f.sock.close()
+
+
+def test_stop_reaches_only_this_installs_daemon(two):
+    mine, other = two
+    res = CliRunner().invoke(main, ["daemon", "stop"])
+    assert res.exit_code == 0 and "stopped 1 check daemon(s)" in res.output, res.output
+    assert mine.ops == ["stop"] and other.ops == []
+
+
+def test_stop_all_reaches_every_daemon(two):
+    mine, other = two
+    res = CliRunner().invoke(main, ["daemon", "stop", "--all"])
+    assert "stopped 2 check daemon(s)" in res.output, res.output
+    assert mine.ops == ["stop"] and other.ops == ["stop"]
