@@ -37,7 +37,21 @@ _WRITES = {"os.remove": "delete", "os.rename": "rename", "os.rmdir": "delete", "
            "shutil.rmtree": "delete", "os.truncate": "write", "os.symlink": "write", "os.link": "write",
            "os.chmod": "write", "os.chown": "write", "os.utime": "write"}
 _LISTS = {"os.listdir": "list", "os.scandir": "list", "glob.glob": "list"}
-EVENTS = frozenset(("open", "ctypes.dlopen") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS))
+# Native calls through ctypes (functions of a library already loaded, raw memory): reported like ctypes.dlopen.
+_CTYPES = {"ctypes.dlsym": "ctypes", "ctypes.dlsym/handle": "ctypes", "ctypes.call_function": "ctypes",
+           "ctypes.string_at": "ctypes", "ctypes.wstring_at": "ctypes", "ctypes.cdata": "ctypes",
+           "ctypes.cdata/buffer": "ctypes", "ctypes.addressof": "ctypes", "ctypes.PyObj_FromPtr": "ctypes"}
+# Ways to a frame or to arbitrary objects of the process: from there the grader's own state (its result, its
+# channel, this record) is one attribute away. `object.__getattr__` is raised for tb_frame, gi_frame, ...
+_INTROSPECT = {"sys._getframe": "sys._getframe", "sys._current_frames": "sys._current_frames",
+               "gc.get_objects": "gc.get_objects", "gc.get_referrers": "gc.get_referrers",
+               "gc.get_referents": "gc.get_referents", "object.__getattr__": None}
+_FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
+EVENTS = frozenset(("open", "ctypes.dlopen") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
+                   tuple(_CTYPES) + tuple(_INTROSPECT))
+# Libraries that start processes of their own for what the student asked: torch's compiler workers and a
+# DataLoader's workers. Any other library starting one while the student's code is on the stack is reported.
+_SPAWNERS = ("torch/_inductor/", "torch/_dynamo/", "torch/utils/data/")
 # Where libraries read on their own (shared objects, fonts, CPU info): not the student's doing.
 _SYSTEM = ("/usr/", "/lib/", "/lib32/", "/lib64/", "/etc/", "/proc/", "/sys/", "/dev/", "/opt/", "/var/",
            "/run/", "/bin/", "/sbin/", "/snap/")
@@ -71,6 +85,16 @@ class Audit:
         self.dropped = 0
         self.phase = "loading your file"
         self._busy = False
+        self.notify = None       # set by the child: tells the parent at once (the record itself can be emptied)
+        self._told = set()
+        self._pid = os.getpid()  # only this process speaks on the result channel (a side fork does not)
+        import inspect
+        import traceback
+        self._inspect = os.path.realpath(inspect.__file__)
+        self._traceback = os.path.realpath(traceback.__file__)
+        torch = sys.modules.get("torch")
+        self.torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + "/" if torch and getattr(
+            torch, "__file__", None) else None
 
     # -- the hook ----------------------------------------------------------------
     def hook(self, event, args):
@@ -84,38 +108,77 @@ class Audit:
         finally:
             self._busy = False
 
+    def is_student(self, name) -> bool:
+        """A frame of the submission: its file, or any file of a submitted repository."""
+        sp = self.student_path
+        return name == sp or (isinstance(name, str) and name.startswith(sp.rstrip("/") + "/"))
+
     def _on(self, event, args):
+        if event in _INTROSPECT:
+            return self._introspection(event, args)
         who = self._who()
         if who is None:
             return                   # no student code on the stack: the harness's own operation
         actor, line = who
         student = actor == "student"
+        if not student and self.grader and actor.startswith(self.grader):
+            return                   # the grader's own code, run inside a call into the student's
         if event == "open":
             path, mode, flags = (list(args) + [None, None, None])[:3]
             if isinstance(path, int) or path is None:
                 return
             write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
                 (isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
-            self._file("write" if write else "read", path, line, student)
+            self._file("write" if write else "read", path, line, student, actor=actor)
         elif event in _WRITES:
-            self._file("write", args[0] if args else None, line, student, _WRITES[event])
+            self._file("write", args[0] if args else None, line, student, _WRITES[event], actor)
             if event == "os.rename" and len(args) > 1:
-                self._file("write", args[1], line, student, "rename")
+                self._file("write", args[1], line, student, "rename", actor)
         elif event in _LISTS:
             path = args[0] if args else "."
-            self._file("list", "." if path is None else path, line, student)
+            self._file("list", "." if path is None else path, line, student, actor=actor)
         elif event in _NET:
             addr = args[1] if len(args) > 1 else None
             self._add(_NET[event], _addr(addr), line, actor)
-        elif event in _PROC and student:
+        elif event in _PROC and (student or not _under(actor, _SPAWNERS)):
             target = args[0] if args and event != "os.fork" else ""
             if event in ("subprocess.Popen", "os.exec", "os.posix_spawn") and len(args) > 1:
                 target = _short(args[1])
             elif event in ("os.kill", "os.killpg"):
                 target = f"pid {args[0]}, signal {args[1]}" if len(args) > 1 else _short(args)
             self._add(_PROC[event], _short(target), line, actor)
-        elif event == "ctypes.dlopen" and student:
+        elif event == "ctypes.dlopen" and (student or not self._torch(actor)):
             self._add("ctypes", _short(args[0] if args else None) or "the process itself", line, actor)
+        elif event in _CTYPES and student:
+            self._add("ctypes", event, line, actor)
+
+    def _torch(self, name) -> bool:
+        return bool(self.torch_dir) and isinstance(name, str) and name.startswith(self.torch_dir)
+
+    def _introspection(self, event, args):
+        """A frame (or the heap) handed to the student's code: its own call, or inspect's/traceback's walk on
+        its behalf. Libraries using frames for themselves (warnings, typing, torch) are not the student."""
+        if event == "object.__getattr__":
+            if len(args) < 2 or args[1] not in _FRAME_ATTRS:
+                return
+            what = args[1]
+        else:
+            what = _INTROSPECT[event]
+        f = sys._getframe(3)         # 0: _introspection, 1: _on, 2: hook; 3: the code that raised the event
+        while f is not None:
+            name = f.f_code.co_filename
+            if name == self._inspect or (name == self._traceback and f.f_code.co_name in ("walk_stack", "walk_tb")):
+                f = f.f_back         # inspect.stack(), traceback.walk_tb(): frames for whoever called them
+                continue
+            break
+        if f is None or not self.is_student(f.f_code.co_filename):
+            return
+        line = f.f_lineno
+        self._add("introspection", what, line, "student")
+        if self.notify is not None and what not in self._told and os.getpid() == self._pid and len(self._told) < 8:
+            self._told.add(what)
+            self.notify(f"frame or heap introspection from the submission's code ({what}, line {line}, during "
+                        f"{self.phase})")
 
     def _who(self):
         """('student' | library file, the student's line) or None when the student's code is not on the stack."""
@@ -123,7 +186,7 @@ class Audit:
         actor = None
         while f is not None:
             name = f.f_code.co_filename
-            if name == self.student_path:
+            if self.is_student(name):
                 return (actor or "student"), f.f_lineno
             if actor is None and not (name.startswith("<frozen") or
                                       (name.startswith(self.stdlib) and not name.startswith(self.site))):
@@ -131,7 +194,7 @@ class Audit:
             f = f.f_back
         return None
 
-    def _file(self, kind, path, line, student, op=None):
+    def _file(self, kind, path, line, student, op=None, actor=None):
         try:
             path = os.fsdecode(path)
         except Exception:
@@ -143,8 +206,8 @@ class Audit:
         if kind != "write":
             # The student's own reads of the grader's files count; torch reading them is dynamo or a traceback
             # looking at the harness frames on the stack.
-            if student and self.grader and full_dir.startswith(self.grader):
-                pass
+            if self.grader and full_dir.startswith(self.grader) and (student or not self._torch(actor)):
+                pass                 # the grader's files, read by the student or a library it called
             elif full_dir.startswith(self.python if student else self.python + _SYSTEM + self.grader):
                 return
         if kind == "write" and not student and full_dir.startswith(("/dev/", "/proc/")):
@@ -194,6 +257,10 @@ class Audit:
             return True if self.isolation == "bwrap" else None
         return False if op in ("subprocess", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                                "os.fork", "pty.spawn") else None
+
+
+def _under(name, parts) -> bool:
+    return isinstance(name, str) and any(p in name for p in parts)
 
 
 def _addr(a) -> str:

@@ -116,6 +116,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     # written by the child's guard and the parent, not by a probe
     "tamper": (C("tamper", "functions the checks rely on replaced by the student's code", "none", "security"),),
     "result-channel": (C("result-channel", "lines on the result pipe not from the grader", "none", "security"),),
+    "isolation": (C("isolation", "what the run changed outside itself (its warm worker), frame or heap "
+                                 "introspection reported as it happened, locations outside the submission",
+                     "none", "security"),),
     "tamper-static": (C("tamper-static", "code in the file that reaches into the grader", "none", "security"),),
     "forbidden-ops": (C("forbidden-ops", "audited attempts (network, files outside the submission, processes, "
                                          "ctypes, sys.modules) with the student's line", "none",

@@ -4,15 +4,12 @@ Untrusted code runs only here. What goes back to the parent is JSON on a
 private pipe, not stdout: a student's print() cannot reach it. Before any
 student code runs, the child
 
-* reads the run's key from stdin (then stdin is empty), moves the pipe
-  to a random high descriptor that is closed on exec, and signs every message
-  with the key and a sequence number (the parent rejects anything else);
-* becomes the subreaper of its descendants, so that double-forked processes
-  stay findable and are killed before it exits;
-* records the identity of every torch, builtins and harness function the
-  probes rely on (capture.capture); after loading, after every call into
-  student code and after every probe, whatever the submission replaced is
-  put back and named in a failing check `tamper`;
+* reads the run's key from stdin (then stdin is empty), moves the pipe to a random high descriptor that is
+  closed on exec, and signs every message with the key and a sequence number (the parent rejects the rest);
+* puts its parent out of the submission's reach (confine.py) and becomes the subreaper of its descendants;
+* records the identity of every torch, builtins and harness function the probes rely on (capture.capture);
+  after loading, after every call into student code and after every probe, whatever the submission replaced
+  is put back and named in a failing check `tamper`;
 * rejects model outputs that cannot be measured honestly (a Tensor subclass,
   another device, a non-float dtype).
 
@@ -29,7 +26,7 @@ import sys
 import time
 import traceback
 
-from .child_integrity import add_integrity, tamper_check
+from .child_integrity import add_integrity, guarded_context, tamper_check
 
 EXIT_CHANNEL = 86    # keep in step with runner.EXIT_CHANNEL
 EXIT_MEMORY = 87     # keep in step with runner.EXIT_MEMORY
@@ -172,42 +169,6 @@ def _is_memory(exc) -> bool:
     return False
 
 
-def _guarded_context(Context, StudentError, guard):
-    """The probes' Context, guarded: integrity checked after each call into student code, outputs vetted."""
-    from contextlib import contextmanager
-
-    import torch
-
-    from .capture import bad_tensor
-    from .probes.common import VOCAB
-
-    class GuardedContext(Context):
-        @contextmanager
-        def student(self, where, seconds=None):
-            token = guard.enter()
-            try:
-                with Context.student(self, where, seconds):
-                    yield
-            finally:
-                guard.check(where, token, hot=True)
-
-        def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
-            logits, maps = Context.forward(self, model, src, tgt_in, where)
-            problem = bad_tensor(logits, self.device)
-            if problem:
-                raise StudentError(TypeError(problem), None, where)
-            if self.assignment == "reversal":
-                want = (int(src.shape[0]), int(tgt_in.shape[1]), VOCAB)
-                got = tuple(int(s) for s in logits.shape)
-                if got != want:
-                    self.odd = f"forward returned logits of shape {list(got)}, expected {list(want)}"
-                elif not bool(torch.isfinite(logits.detach()).all()):
-                    self.odd = "forward returned NaN or infinite logits"
-            return logits, maps
-
-    return GuardedContext
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--submission", required=True)
@@ -226,6 +187,8 @@ def main(argv=None):
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
     send = channel.send
+    from .confine import protect_surroundings
+    protect_surroundings()       # its parent (a warm worker...) out of reach of prlimit, renice, signals
     from . import sandbox
     sandbox.set_subreaper()
     # Neither the work folder nor '' on sys.path: a file the submission writes there must not shadow a module.
@@ -258,10 +221,12 @@ def main(argv=None):
                "probe_imports_s": time.perf_counter() - t_cal}
 
     guard = capture()
-    GuardedContext = _guarded_context(Context, StudentError, guard)
+    GuardedContext = guarded_context(Context, StudentError, guard)
     from . import audit as audit_mod
     # Last before the student's file: what their code tries outside its lane is recorded from here on.
     audit = audit_mod.install(a.submission, here, a.isolation)
+    # introspection is told to the parent at once: a line already on the pipe cannot be taken back
+    audit.notify = lambda what: send({"event": "integrity", "what": what})
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()

@@ -5,6 +5,10 @@ Imported by child.py before any student code runs, so the guard (capture.py) wat
 """
 from __future__ import annotations
 
+import types
+
+from .identity import is_grader_name
+
 
 def tamper_check(check, guard, source) -> dict:
     """Only changes the student's own code made: torch's side effects (schedulers, compile, hooks) never count."""
@@ -47,3 +51,68 @@ def add_integrity(result, check, audit, guard, source, captured):
         f"your code tried: {shown}"[:1900],
         data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
         location=first))
+
+
+def grader_reach(guard, name: str, obj) -> None:
+    """A contract name (or a part of the built model) that is the grader's own code, however the submission
+    got to it (an import, `sys.modules[...]`, a module-level __getattr__ delegating to the reference):
+    a tamper finding. Only exact types are read: attribute access on the student's objects could run code."""
+    if type(obj) is types.ModuleType:
+        mod = obj.__dict__.get("__name__")
+    elif isinstance(obj, type):
+        mod = type.__dict__["__module__"].__get__(obj)
+    elif type(obj) in (types.FunctionType, types.MethodType, staticmethod, classmethod):
+        mod = getattr(obj, "__module__", None)
+    else:
+        return
+    if isinstance(mod, str) and is_grader_name(mod) and mod != "__main__":
+        guard._found(f"uses the grader's own code: {name} comes from {mod}", None,
+                     guard.sites.referenced.get("modules") or guard.sites.referenced.get(name))
+
+
+def guarded_context(Context, StudentError, guard):
+    """The probes' Context, guarded: integrity checked after each call into student code, outputs vetted."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from .capture import bad_tensor
+    from .probes.common import VOCAB
+
+    class GuardedContext(Context):
+        @contextmanager
+        def student(self, where, seconds=None):
+            token = guard.enter()
+            try:
+                with Context.student(self, where, seconds):
+                    yield
+            finally:
+                guard.check(where, token, hot=True)
+
+        def forward(self, model, src, tgt_in, where="model(src, tgt_in)"):
+            logits, maps = Context.forward(self, model, src, tgt_in, where)
+            problem = bad_tensor(logits, self.device)
+            if problem:
+                raise StudentError(TypeError(problem), None, where)
+            if self.assignment == "reversal":
+                want = (int(src.shape[0]), int(tgt_in.shape[1]), VOCAB)
+                got = tuple(int(s) for s in logits.shape)
+                if got != want:
+                    self.odd = f"forward returned logits of shape {list(got)}, expected {list(want)}"
+                elif not bool(torch.isfinite(logits.detach()).all()):
+                    self.odd = "forward returned NaN or infinite logits"
+            return logits, maps
+
+        def need(self, *names):
+            got = Context.need(self, *names)
+            for name, obj in zip(names, got if len(names) > 1 else [got]):
+                grader_reach(guard, name, obj)
+            return got
+
+        def model(self, seed=None, **kw):
+            m = Context.model(self, seed, **kw)
+            for sub in list(m.modules())[:2000] if isinstance(m, torch.nn.Module) else [m]:
+                grader_reach(guard, "the model", type(sub))
+            return m
+
+    return GuardedContext

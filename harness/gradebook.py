@@ -67,7 +67,7 @@ def reason_of(result: dict) -> str:
     return ""
 
 
-INTEGRITY_CHECKS = ("result-channel", "tamper", "tamper-static")
+INTEGRITY_CHECKS = ("result-channel", "tamper", "tamper-static", "isolation")
 
 
 def integrity_of(result: dict) -> str:

@@ -24,6 +24,8 @@ from operator import is_
 
 from .identity import (
     MISSING,
+    inherited,
+    wraps,
     code_of,
     fn_parts,
     is_grader_name,
@@ -89,13 +91,16 @@ class Guard:
             return "torch", None
         return "other", None
 
-    def blame(self, name: str, new, kind: str, label: str = "") -> tuple[bool, int | None]:
+    def blame(self, name: str, new, kind: str, label: str = "", old=MISSING) -> tuple[bool, int | None]:
         """Was this change of a library attribute the student's doing, and on which line?
 
         The student's: their text assigns, sets or deletes that attribute (the line of the statement), or
-        the new value is code written in their file (its line), or neither torch nor the data of a flag.
-        torch's own: a function from torch's files put in place by torch (Optimizer.step's profiling wrapper,
-        dynamo's Module.__init__ and manual_seed wrappers), or a flag it adds (`___needs_generation_tag_patch`).
+        the new value is code written in their file (its line), or anything but torch's own wrapper of the
+        very object recorded (`old`; for an added attribute, the one it shadows) or the data of a flag.
+        torch's own: a function from torch's files that wraps the recorded one (Optimizer.step's profiling
+        wrapper, dynamo's manual_seed wrapper: `__wrapped__` or a closure cell), or a flag it adds
+        (`___needs_generation_tag_patch`). Another torch function put in its place (torch.isfinite =
+        torch._refs.isreal) is not torch's doing: defined in torch's files is not the object recorded.
         """
         line = self.sites.full.get(f"{label}.{name}", self.sites.assigned.get(name))
         origin, def_line = self._origin(new) if kind != "deleted" else ("other", None)
@@ -103,7 +108,8 @@ class Guard:
             return True, line
         if origin == "student":
             return True, def_line
-        legit = origin == "torch" or (kind == "added" and origin == "data")
+        legit = (origin == "torch" and old is not MISSING and wraps(new, old)) or (kind == "added" and
+                                                                                   origin == "data")
         return (not legit), (None if legit else self.sites.referenced.get(name))
 
     # -- comparison and restoration -----------------------------------------
@@ -197,7 +203,7 @@ class Guard:
                 for name in sorted(set(cls.__dict__) - keys):
                     new = cls.__dict__.get(name)
                     mine, line = (True, self._line_of(name, new, label)) if _always_student(label) else \
-                        self.blame(name, new, "added", label)
+                        self.blame(name, new, "added", label, inherited(cls, name))
                     if not mine:      # e.g. AdamW.step: Optimizer wraps the inherited step for its hooks
                         keys = keys | {name}
                         self.added_watch[j] = (label, cls, keys)
@@ -261,7 +267,7 @@ class Guard:
                 if _always_student(label):
                     mine, line = True, self._line_of(name, cur, label)
                 else:
-                    mine, line = self.blame(name, cur, kind, label)
+                    mine, line = self.blame(name, cur, kind, label, value)
                 if not mine:
                     # torch changes some of its own functions lazily (Optimizer.step for profiling hooks,
                     # torch.manual_seed and nn.Module.__init__ when dynamo loads): part of using torch.

@@ -71,3 +71,37 @@ def same_container(a, b) -> bool:
         return all(x is y for x, y in zip(a, b))
     except Exception:
         return False
+
+
+def inherited(cls, name):
+    """What an attribute added to a class shadows: the first base class that defines it (MISSING if none)."""
+    for base in type.__dict__["__mro__"].__get__(cls)[1:]:
+        d = type.__dict__["__dict__"].__get__(base)
+        if name in d:
+            return d[name]
+    return MISSING
+
+
+def wraps(new, old, depth: int = 6) -> bool:
+    """Is `new` a wrapper of exactly `old`: through `__wrapped__` (functools.wraps) or a closure cell holding
+    it (or its function, for a method), a few levels deep? Only exact function types are read."""
+    targets = (old, getattr(old, "__func__", None) if type(old) in (staticmethod, classmethod) else None)
+    f = new
+    for _ in range(depth):
+        if f is old:
+            return True
+        if type(f) in (staticmethod, classmethod):
+            f = f.__func__
+        if type(f) is not types.FunctionType:
+            return False
+        for c in f.__closure__ or ():
+            try:
+                v = c.cell_contents
+            except ValueError:
+                continue
+            if any(v is t for t in targets if t is not None) or (type(v) is types.MethodType and v.__func__ is old):
+                return True
+        f = f.__dict__.get("__wrapped__")
+        if f is None:
+            return False
+    return False

@@ -63,6 +63,7 @@ class ResultChannel:
         self.seq, self.result, self.done = 0, None, False
         self.phase, self.phases = None, []
         self.rejected, self.broken = 0, None
+        self.live: list[str] = []    # integrity events the child sent as they happened (audit.py: introspection)
 
     def on_line(self, line: bytes):
         if not line.strip():
@@ -93,6 +94,9 @@ class ResultChannel:
                     pass
         elif ev == "result":
             self.result, self.done = msg.get("result"), True
+        elif ev == "integrity" and isinstance(msg.get("what"), str):
+            if len(self.live) < 20:
+                self.live.append(msg["what"][:300])
         else:
             self.broken = self.broken or "an unknown message with the run's key"
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import memwatch, sandbox
+from . import memwatch, paths, sandbox
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
@@ -46,7 +46,7 @@ MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
 EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
-PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood")   # check ids only the parent may report
+PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation")   # check ids only the parent may report
 
 
 @dataclass
@@ -130,6 +130,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
             static = _static_findings(work / name, shown)
+        allowed = paths.submission_files(work / name, shown)     # the only files a location may name
         args = ["--submission", str(work / name), "--display-name", shown, "--assignment", assignment,
                 "--seed", str(seed), "--device", device, "--threads", str(lim.threads),
                 "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
@@ -164,8 +165,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         run.kill()       # everything the run started dies with it (a warm worker: or retires)
         for d in (res, out, err):
             d.join(timeout=5)
+        breach = [f"the run changed its warm worker (which was retired): {p}" for p in getattr(run, "poisoned", [])]
         return _outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static, shown,
-                        assignment, isolation, device, lim, time.monotonic() - t0)
+                        assignment, isolation, device, lim, time.monotonic() - t0, breach, allowed)
     except OSError as e:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",
                             seconds=time.monotonic() - t0, isolation=isolation)
@@ -235,8 +237,15 @@ class _ColdRun:
 
 
 def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submission, assignment, isolation,
-             device, lim, seconds) -> ChildOutcome:
-    """What the run's channel, exit status and output say, with what only the parent sees."""
+             device, lim, seconds, breach=(), allowed: frozenset | None = None) -> ChildOutcome:
+    """What the run's channel, exit status and output say, with what only the parent sees.
+
+    `breach`: what the run did to the processes around it (its warm worker); with what the child reported
+    live on the channel (frame or heap introspection, as it happened) and locations naming files other than
+    the submission's copy, it is the parent's check `isolation` (tampering)."""
+    breach = list(breach) + [f"live report from the check: {w}" for w in chan.live]
+    if chan.result is not None and allowed is not None:
+        breach += paths.confine_locations(chan.result, allowed)
     integrity = chan.problems()
     if rc == EXIT_CHANNEL:
         integrity.append("the submission closed or replaced the grader's private result channel")
@@ -245,11 +254,13 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
                   stack=stack, phases=chan.phases, isolation=isolation,
                   integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
     where = f" (while running '{chan.phase}')" if chan.phase else ""
-    if integrity:
+    common["integrity"] += breach
+    if integrity or breach:
         payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
             else _empty_payload(assignment)
-        return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood), "ok",
-                            "tampering with the result channel", **common)
+        return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood, breach), "ok",
+                            "tampering with the result channel" if integrity else "breach of the run's isolation",
+                            **common)
     if not chan.phases and not (chan.done and rc == 0):
         return _before_load(rc, finished, common, isolation, lim)
     if resident:
@@ -323,21 +334,25 @@ def _stop(proc, work: Path, isolation: str) -> str:
 
 
 def _static_findings(copy: Path, display: str) -> list[dict]:
-    """scan.scan_source on the submission's text, with locations; [] when it cannot be read."""
+    """scan.scan_source on the submission's text, with locations; a file too big to parse (or a notebook
+    too big to decode) is read in chunks by scan.scan_file instead: every byte is read, whatever the size."""
+    from . import loader, scan
     try:
-        raw = copy.read_bytes()
-        if len(raw) > 5_000_000:
-            return []
-        from . import loader, scan
-        src = loader.read_source(display, raw)
+        size = copy.stat().st_size
+        if size > scan.MAX_AST_CHARS:
+            return scan.scan_file(copy, lines=copy.suffix != ".ipynb")
+        src = loader.read_source(display, copy.read_bytes())
         found = scan.scan_source(src.text)
         for f in found:
             f["location"] = src.where(f["line"]) if f.get("line") else None
         return found
+    except loader.SubmissionError:
+        return []            # not text, or not a notebook: it will not load either
     except Exception:
-        return []
-
-
+        try:
+            return scan.scan_file(copy, lines=False)
+        except Exception:
+            return []
 
 
 def _empty_payload(assignment: str) -> dict:
@@ -357,7 +372,8 @@ def _flood(out: Drain, err: Drain, result, lim: Limits) -> dict | None:
     return {"bytes": total, "through_print": child, "to_descriptors": fds, "limit_mb": lim.output_mb}
 
 
-def _with_parent_checks(payload: dict, channel: list, static: list, display: str, flood: dict | None = None) -> dict:
+def _with_parent_checks(payload: dict, channel: list, static: list, display: str, flood: dict | None = None,
+                        breach: list | None = None) -> dict:
     """The child's payload plus what only the parent can see, first (a rule reads the first check of an id)."""
     payload = dict(payload)
     checks = payload.get("checks") if isinstance(payload.get("checks"), list) else []
@@ -375,6 +391,11 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                      "expected": "no code that reaches into the grader's process or patches torch",
                      "detail": "; ".join(lines)[:1500], "data": {"findings": static, "source": "parent"},
                      "location": next((f["location"] for f in static if f.get("location")), None)})
+    if breach:
+        mine.append({"id": "isolation", "status": "fail", "measured": {"problems": breach[:40]},
+                     "expected": "a run changes nothing outside itself and reaches nothing of the grader",
+                     "detail": "; ".join(breach)[:1900], "data": {"problems": breach[:100], "source": "parent"},
+                     "location": None})
     if flood:
         mine.append({"id": "output-flood", "status": "fail", "measured": flood["bytes"],
                      "expected": f"at most {flood['limit_mb']:g} MB of output",

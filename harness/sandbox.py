@@ -3,8 +3,9 @@
 With bubblewrap (`bwrap`, apt package `bubblewrap`) the child runs in new user,
 pid, network, ipc, uts and cgroup namespaces: no network at all, a read-only
 view of only what Python needs (the interpreter's prefix, site-packages,
-/usr and a few files of /etc), a private /tmp, and a single writable folder,
-the run's own work folder that holds a copy of the submission. The harness
+/usr and a few files of /etc) on a read-only root, a private size-capped
+/tmp, /var/tmp and /dev/shm (SCRATCH_MB), and a single writable folder of
+the host, the run's own work folder that holds a copy of the submission. The harness
 and the reference model are visible read-only as a snapshot of their .py
 files (no rubric, no templates, no other file of the repository), under
 /opt/mtxdiag. Other students' folders, the grading output, the home folder
@@ -38,6 +39,8 @@ from pathlib import Path
 
 RUNTIME_MOUNT = "/opt/mtxdiag"        # where the harness snapshot appears inside the sandbox
 TOKEN_VAR = "MTXDIAG_RUN"            # environment variable that marks every process of one run
+# Size caps (MB) of the sandbox's writable tmpfs: memory a run could otherwise hold outside its memory limit.
+SCRATCH_MB = {"/tmp": 256, "/var/tmp": 64, "/dev/shm": 256}
 _lock = threading.RLock()
 _state: dict = {}
 
@@ -143,7 +146,11 @@ def _bwrap_args(exe: str, work: Path, device: str) -> list[str]:
          "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if _supports("--disable-userns"):
         a += ["--disable-userns"]
-    a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    # The writable places besides the run's folder are size-capped tmpfs (their memory is not the address
+    # space the memory limit counts); the root and /dev are remounted read-only at the end.
+    a += ["--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_MB["/dev/shm"] << 20), "--tmpfs", "/dev/shm"]
+    for top in ("/tmp", "/var/tmp"):
+        a += ["--size", str(SCRATCH_MB[top] << 20), "--tmpfs", top]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             a += ["--symlink", os.readlink(top), top]
@@ -163,7 +170,7 @@ def _bwrap_args(exe: str, work: Path, device: str) -> list[str]:
         for p in ("/sys", "/run/nvidia-persistenced"):
             if os.path.exists(p):
                 a += ["--ro-bind", p, p]
-    a += ["--bind", work, work, "--chdir", work, "--"]
+    a += ["--bind", work, work, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", work, "--"]
     return a
 
 

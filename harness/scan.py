@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 _PROTECTED_ROOTS = ("torch", "builtins", "math", "json", "numpy", "harness", "reference_model", "mtxdiag")
 # Configuration, not monkeypatching: torch.backends.cudnn.deterministic = True, torch._dynamo.config.x = ...
@@ -38,7 +39,19 @@ _FORBIDDEN_IMPORTS = {
 }
 _DYNAMIC_CALLS = {"eval": "dynamic code (eval)", "exec": "dynamic code (exec)", "compile": "dynamic code (compile)",
                   "__import__": "dynamic import (__import__)", "import_module": "dynamic import (import_module)"}
-MAX_SCAN_CHARS = 2_000_000
+MAX_SCAN_CHARS = 2_000_000      # edit_sites(): the child's guard reads lines from texts up to this size
+MAX_AST_CHARS = 16_000_000      # scan_source(): parsed up to this size; beyond it (or unparsable for size),
+#                                 scan_stream() reads the file in chunks, whatever its size
+_STREAM = re.compile(
+    rb"\b(?:import|from)\s+(harness|mtxdiag|reference_model|mutants|ctypes|_ctypes|cffi)\b"
+    rb"|\b(_getframe|_current_frames|f_back|f_locals|f_globals|f_builtins|tb_frame|gi_frame|cr_frame|currentframe"
+    rb"|get_objects|get_referrers|get_referents|__builtins__|cell_contents|__code__|dup2|closerange"
+    rb"|__torch_function__|__torch_dispatch__|_push_on_torch_function_stack|_push_on_torch_dispatch_stack)\b"
+    rb"|\b(eval|exec|__import__|import_module)\s*\("
+    rb"|(/proc/)")
+_STREAM_WHAT = {"__torch_function__": "defines __torch_function__ (changes what torch calls do)",
+                "__torch_dispatch__": "defines __torch_dispatch__ (changes what torch calls do)",
+                "__builtins__": "uses __builtins__", "/proc/": "reads /proc"}
 
 
 def _dotted(node) -> str | None:
@@ -54,11 +67,15 @@ def _dotted(node) -> str | None:
 
 def scan_source(text: str) -> list[dict]:
     """Constructs that reach into the grader's process, as [{"line", "what"}]; [] if the text does not parse."""
-    if not isinstance(text, str) or len(text) > MAX_SCAN_CHARS:
+    if not isinstance(text, str):
         return []
+    if len(text) > MAX_AST_CHARS:
+        return scan_stream_text(text)
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+    except (RecursionError, MemoryError, OverflowError):
+        return scan_stream_text(text)        # too big or too deep to parse: the token scan still reads it all
+    except (SyntaxError, ValueError):
         return []
     aliases = {}   # local name -> full module path, from the file's imports
     found = []
@@ -117,6 +134,47 @@ def scan_source(text: str) -> list[dict]:
             seen.add(f["what"])
             uniq.append(f)
     return uniq[:50]
+
+
+def scan_stream(chunks, lines: bool = True) -> list[dict]:
+    """The same constructs, found by their tokens in a text read in chunks (bytes) of any size: what a file
+    too big to parse holds. Coarser than the parse (a comment naming them counts), used only beyond it."""
+    found, seen, tail, line = [], set(), b"", 1
+    for chunk in chunks:
+        buf = tail + chunk
+        keep = min(len(buf), 256)            # a token cut by the chunk's end is found in the next buffer
+        for m in _STREAM.finditer(buf):
+            if m.end() > len(buf) - keep and chunk:
+                break
+            tok = next(g for g in m.groups() if g).decode("ascii", "replace")
+            what = _STREAM_WHAT.get(tok) or _FORBIDDEN_IMPORTS.get(tok) or _INTROSPECTION_ATTRS.get(tok) or \
+                _DYNAMIC_CALLS.get(tok) or f"uses {tok}"
+            if what not in seen and len(found) < 50:
+                seen.add(what)
+                found.append({"line": (line + buf.count(b"\n", 0, m.start())) if lines else None, "what": what})
+        cut = max(0, len(buf) - keep) if chunk else len(buf)
+        line += buf.count(b"\n", 0, cut)
+        tail = buf[cut:]
+        if not chunk:
+            break
+    return found
+
+
+def scan_stream_text(text: str) -> list[dict]:
+    data = text.encode("utf-8", "replace")
+    return scan_stream(iter([data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)] + [b""]))
+
+
+def scan_file(path, lines: bool = True) -> list[dict]:
+    """scan_stream() over a file, 1 MB at a time."""
+    def chunks():
+        with open(path, "rb") as f:
+            while True:
+                b = f.read(1 << 20)
+                yield b
+                if not b:
+                    return
+    return scan_stream(chunks(), lines)
 
 
 def _full(node, aliases) -> str | None:

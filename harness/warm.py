@@ -235,12 +235,16 @@ class Run:
         self.worker, self.nspid, self.run_dir = worker, nspid, run_dir
         self.returncode: int | None = None
         self.done = False
+        self.poisoned: list[str] = []      # what the run changed in its worker (the worker then retired)
 
     def wait(self, deadline: float, watch=None) -> bool:
         """True once the zygote reported the fork's exit (after cleaning up); False when out of time."""
         msg = self.worker._recv(deadline)
         if msg is not None and isinstance(msg.get("exit"), int):
             self.returncode, self.done = msg["exit"], True
+            bad = msg.get("poisoned")
+            if bad:
+                self.poisoned = [str(x)[:300] for x in bad[:20]] if isinstance(bad, list) else ["(unreadable)"]
             return True
         if time.monotonic() >= deadline:
             return False
@@ -254,7 +258,7 @@ class Run:
         return scratch.ask_for_stack(self._host_pid(), self.run_dir)
 
     def kill(self) -> None:
-        self.worker.after_run(self.done)
+        self.worker.after_run(self.done and not self.poisoned)
 
     def _host_pid(self) -> int | None:
         """The fork's pid as this side sees it (the zygote reports the pid in its own namespace)."""

@@ -9,11 +9,15 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
   write its memory or descriptors);
 * per request on its control socket (a JSON message and four descriptors: the key pipe, stdout, stderr,
   the result pipe), forks; the fork closes the socket, starts its own session, takes the descriptors as
-  0, 1, 2 and 3, lowers its limits (address space, CPU time, processes) to the run's, moves into the run's
+  0, 1, 2 and 3, sets every limit to the worker's recorded one and then the run's own (address space, CPU
+  time, processes, file size, open files), moves into the run's
   folder, draws fresh random seeds and runs `harness.child` exactly as a cold child does;
 * after the fork exits: kills every process left below it, reaps them, empties /tmp, /var/tmp, /dev/shm and
-  /dev/mqueue, removes System V IPC objects, and only then reports the exit status. The grading process
-  checks that no process of the run is left and empties the slot's folder before the next request.
+  /dev/mqueue, removes System V IPC objects, compares its own limits, nice value, scheduling policy and CPU
+  affinity (every thread's) with those it recorded at start (confine.py), and only then reports the exit
+  status; a change, or a folder it could not empty, is reported with it (`poisoned`) and the worker exits,
+  so the next submission gets a fresh one. The grading process checks that no process of the run is left
+  and empties the slot's folder before the next request.
 
 Student code never runs in this process: it runs only in the forks, each of which starts from the state
 this process had before the first submission.
@@ -64,7 +68,7 @@ def _warm_up() -> None:
     gc.freeze()
 
 
-def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
+def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict) -> None:
     """In the fork: become a fresh child for this run, then run harness.child. Never returns."""
     code = 1
     try:
@@ -78,8 +82,10 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        from .confine import restore
         from .scratch import apply_rlimits
-        apply_rlimits(req["limits"])   # the same limits a cold child gets (runner._limits)
+        restore(base)                  # every limit, nice, policy and affinity: the worker's recorded ones
+        apply_rlimits(req["limits"])   # then the run's own, as a cold child gets them (runner._limits)
         os.chdir(req["run"])
         import tempfile
         was = tempfile.gettempdir()       # the worker's (its slot folder): torch's imports derived paths from it
@@ -104,10 +110,10 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket) -> None:
     os._exit(code)
 
 
-def _clean_up(private: bool) -> None:
+def _clean_up(private: bool) -> list[str]:
     """After a run: nothing of it may reach the next one. The shared folders and IPC objects are emptied only
     when they are the sandbox's own (`private`): without bubblewrap they are the machine's, shared with
-    everything else the user runs (and a cold run shares them too)."""
+    everything else the user runs (and a cold run shares them too). Returns what could not be emptied."""
     from .sandbox import kill_descendants
     kill_descendants()
     while True:
@@ -118,7 +124,7 @@ def _clean_up(private: bool) -> None:
         if pid == 0:
             break
     if not private:
-        return
+        return []
     for top in SCRUB:
         try:
             names = os.listdir(top)
@@ -134,6 +140,14 @@ def _clean_up(private: bool) -> None:
             except OSError:
                 pass
     _remove_sysv_ipc()
+    left = []
+    for top in SCRUB:
+        try:
+            if os.listdir(top):
+                left.append(f"{top} could not be emptied after the run")
+        except OSError:
+            continue
+    return left
 
 
 def _remove_sysv_ipc() -> None:
@@ -168,6 +182,8 @@ def serve(control_fd: int, private: bool) -> int:
     for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     _warm_up()
+    from . import confine
+    base = confine.own_state()        # what every run starts from, and what this worker must still be after it
     control.send(json.dumps({"ready": os.getpid()}).encode())
     while True:
         try:
@@ -187,7 +203,7 @@ def serve(control_fd: int, private: bool) -> int:
             for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             _prctl(4, 1)                 # the fork is an ordinary child again (faulthandler, core limit 0)
-            _fork_run(req, fds, control)
+            _fork_run(req, fds, control, base)
         for fd in fds:
             os.close(fd)
         control.send(json.dumps({"started": pid}).encode())
@@ -197,8 +213,12 @@ def serve(control_fd: int, private: bool) -> int:
                 break
             except InterruptedError:
                 continue
-        _clean_up(private)
-        control.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+        changed = _clean_up(private) + confine.changes(base)
+        done = {"exit": os.waitstatus_to_exitcode(status)}
+        if changed:                   # the run changed this worker: report it against that run, and retire
+            control.send(json.dumps(dict(done, poisoned=changed[:20])).encode())
+            return 0
+        control.send(json.dumps(done).encode())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+"""What keeps a run from changing the processes around it (its warm worker, the sandbox's init, a grader
+without the sandbox), and how a worker tells that it was changed anyway.
+
+Student code runs under the same uid as its warm worker (zygote.py), so the kernel lets it lower the worker's
+resource limits (`prlimit(getppid(), ...)`), renice it (`setpriority`, also for a whole process group or
+every process of the uid), change its scheduling policy or CPU affinity, or signal it; every later run forked
+from that worker would inherit the damage. Two layers:
+
+* `protect(pids)`: before any student code, the child installs a seccomp filter (no privilege needed, after
+  PR_SET_NO_NEW_PRIVS) under which those calls fail with EPERM when they name a protected process or thread
+  (the worker, the sandbox's init, the cold child's parent), a process group of one, or every process of the
+  uid (PRIO_USER, IOPRIO_WHO_USER, kill(-1)). The filter is inherited by everything the run starts and
+  cannot be removed. Calls on the run's own processes are untouched. Other architectures than x86_64 and
+  aarch64 get no filter; the second layer still holds.
+* `own_state()` / `changes()`: the worker records its own limits, and per thread its nice value, priority,
+  scheduling policy and CPU affinity, when it starts, and compares after every run; any difference
+  retires it and is reported against the run that made it (warm.py, runner.py).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import struct
+
+_NATIVE = {  # machine -> (AUDIT_ARCH, syscall numbers)
+    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+                            "rt_tgsigqueueinfo": 297, "setpriority": 141, "sched_setparam": 142,
+                            "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314,
+                            "ioprio_set": 251, "prlimit64": 302, "migrate_pages": 256, "move_pages": 279,
+                            "pidfd_open": 434}),
+    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+                             "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118,
+                             "sched_setscheduler": 119, "sched_setaffinity": 122, "sched_setattr": 274,
+                             "ioprio_set": 30, "prlimit64": 261, "migrate_pages": 238, "move_pages": 239,
+                             "pidfd_open": 434}),
+}
+_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06      # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+_PRIO_USER, _IOPRIO_WHO_USER = 2, 3
+
+
+def _arg(i: int) -> int:
+    return 16 + 8 * i          # offsetof(struct seccomp_data, args[i]), the low 32 bits (little endian)
+
+
+def _program(arch: int, nrs: dict, pids: list[int], x86: bool) -> list[tuple]:
+    """The filter: for each call, deny when an argument names a protected pid (or the whole uid)."""
+    neg = [(-p) & 0xFFFFFFFF for p in pids]
+    all_procs = 0xFFFFFFFF               # kill(-1, ...): every process the caller may signal
+    rules = {
+        "prlimit64": [(0, pids)], "sched_setparam": [(0, pids)], "sched_setscheduler": [(0, pids)],
+        "sched_setaffinity": [(0, pids)], "sched_setattr": [(0, pids)], "migrate_pages": [(0, pids)],
+        "move_pages": [(0, pids)], "pidfd_open": [(0, pids)], "tkill": [(0, pids)], "tgkill": [(0, pids)],
+        "rt_sigqueueinfo": [(0, pids + neg)], "rt_tgsigqueueinfo": [(0, pids)],
+        "kill": [(0, pids + neg + [all_procs])],
+        "setpriority": [(0, [_PRIO_USER]), (1, pids)],
+        "ioprio_set": [(0, [_IOPRIO_WHO_USER]), (1, pids)],
+    }
+    prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _EPERM), (_LD, 0, 0, 0)]
+    if x86:
+        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _EPERM)]     # the x32 ABI: never the harness's
+    for name, conds in rules.items():
+        block = []
+        for i, values in conds:
+            block.append((_LD, 0, 0, _arg(i)))
+            block += [(_JEQ, None, 0, v & 0xFFFFFFFF) for v in values]
+        block += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM)]
+        n = len(block)
+        block = [(c, (n - 2 - k) if jt is None else jt, jf, v) for k, (c, jt, jf, v) in enumerate(block)]
+        if n > 250:
+            raise ValueError("too many protected pids for one filter")
+        prog.append((_JEQ, 0, n, nrs[name]))       # not this call: skip its block (A still holds the number)
+        prog += block
+    prog.append((_RET, 0, 0, _ALLOW))
+    return prog
+
+
+def tids_of(pid: int) -> list[int]:
+    """The threads of a process (its pid first); [pid] when they cannot be listed."""
+    try:
+        return [pid] + sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit() and int(t) != pid)
+    except OSError:
+        return [pid]
+
+
+def protect(pids) -> bool:
+    """Install the filter in the calling (single-threaded) process; False when it cannot be installed."""
+    pids = sorted({int(p) for p in pids if isinstance(p, int) and p > 0})[:100]
+    native = _NATIVE.get(platform.machine())
+    if not pids or native is None:
+        return False
+    try:
+        import ctypes
+        prog = _program(native[0], native[1], pids, platform.machine() == "x86_64")
+        raw = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+        buf = ctypes.create_string_buffer(raw, len(raw))
+
+        class Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        fprog = Prog(len(prog), ctypes.addressof(buf))
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+        if libc.prctl(38, 1, None, 0, 0) != 0:                          # PR_SET_NO_NEW_PRIVS
+            return False
+        return libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) == 0    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    except Exception:
+        return False
+
+
+def protect_surroundings() -> bool:
+    """The child, before student code: its parent (a warm worker, the sandbox's init, or the grader itself
+    without the sandbox) with every thread, and pid 1 of its namespace."""
+    return protect(tids_of(os.getppid()) + [1])
+
+
+# ---------------------------------------------------------------------------- the worker's own state
+
+LIMITS = sorted((n for n in dir(resource) if n.startswith("RLIMIT_")), key=lambda n: getattr(resource, n))
+
+
+def own_state() -> dict:
+    """This process's limits, and per thread: nice, priority, policy, real-time priority, CPU affinity."""
+    limits = {}
+    for name in LIMITS:
+        try:
+            limits[name] = resource.getrlimit(getattr(resource, name))
+        except (OSError, ValueError):
+            continue
+    tasks = {}
+    for tid in tids_of(os.getpid()):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            # man 5 proc, counting from field 3 (state) at index 0: priority 18, nice 19, rt_priority 40, policy 41
+            sched = tuple(int(fields[i - 3]) for i in (18, 19, 40, 41))
+            tasks[tid] = sched + (tuple(sorted(os.sched_getaffinity(tid))),)
+        except (OSError, IndexError, ValueError):
+            continue
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            oom = f.read().strip()
+    except OSError:
+        oom = None
+    return {"limits": limits, "tasks": tasks, "oom": oom}
+
+
+def changes(before: dict, now: dict | None = None) -> list[str]:
+    """What differs from `before` (own_state() then): limits, per-thread scheduling, affinity."""
+    now = now or own_state()
+    out = []
+    for name, was in before["limits"].items():
+        cur = now["limits"].get(name)
+        if cur != was:
+            out.append(f"{name} {list(was)} -> {list(cur) if cur else cur}")
+    for tid, was in before["tasks"].items():
+        cur = now["tasks"].get(tid)
+        if cur is not None and cur != was:
+            what = ["priority", "nice", "real-time priority", "scheduling policy"]
+            diff = [f"{w} {a} -> {b}" for w, a, b in zip(what, was[:4], cur[:4]) if a != b]
+            if was[4] != cur[4]:
+                diff.append(f"CPU affinity {list(was[4])} -> {list(cur[4])}")
+            out.append(f"thread {tid}: " + ", ".join(diff))
+    if before.get("oom") != now.get("oom"):
+        out.append(f"oom_score_adj {before.get('oom')} -> {now.get('oom')}")
+    return out
+
+
+def restore(base: dict) -> None:
+    """In a fresh fork: every limit, the nice value, policy and affinity back to the worker's recorded ones
+    (they are the same unless the worker was changed; the worker then retires after this run)."""
+    for name, (soft, hard) in base["limits"].items():
+        try:
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        except (OSError, ValueError):
+            pass
+    main = next(iter(base["tasks"].values()), None)
+    if main:
+        try:
+            os.sched_setaffinity(0, main[4])
+        except OSError:
+            pass
+        try:
+            if os.sched_getscheduler(0) != os.SCHED_OTHER and main[3] == os.SCHED_OTHER:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            if os.getpriority(os.PRIO_PROCESS, 0) < main[1]:
+                os.setpriority(os.PRIO_PROCESS, 0, main[1])
+        except OSError:
+            pass
