@@ -8,15 +8,21 @@ be removed once added) before any student code runs. The hook records, with the 
 * network: socket connect, bind and sendto;
 * files: opens for reading and for writing (and deletes, renames, mkdir: writes) outside the submission's
   own scratch folder and the Python installation; directory listings outside the scratch folder;
-* processes: subprocess, os.system, os.exec*, os.posix_spawn, os.spawn*, os.fork, os.kill/killpg;
-* native code: ctypes loading a library.
+* processes: subprocess, os.system, os.exec*, os.posix_spawn, os.spawn*, os.fork, os.kill/killpg, and
+  resource.prlimit on another process (its worker: refused by confine.py);
+* native code: ctypes loading a library, looking up or calling its functions, reading raw memory;
+* introspection: a frame or the heap handed to the student's code (sys._getframe, tb_frame, gi_frame,
+  f_back, inspect.stack(), gc.get_objects/get_referrers): the grader's state is reachable from there, so
+  the parent is also told at once (`notify`), before the code holds the frame.
 
 Who did it matters, not only what: the first frame outside the standard library decides. The student's
 own frame is held to the strict rules above. A library frame (torch, numpy, matplotlib) called from the
-student's code is the library's business for what libraries do (reading /proc, /usr, fonts; spawning
-compilers; loading native code); it is reported only for what no library does on its own: network,
-writes outside the scratch folder, reads and listings of other people's folders. Events without the
-student's code on the stack are the harness's own (imports, its scratch files) and are never recorded.
+student's code is the library's business for what libraries do (reading /proc, /usr, fonts; torch's
+compiler and DataLoader workers; loading native code); it is reported for what no library does on its own
+for itself: network, writes outside the scratch folder, reads and listings of other people's folders and of
+the grader's files (numpy.loadtxt of the reference counts), processes (torch.utils.collect_env.run counts).
+Events without the student's code on the stack, or with the grader's own code nearest (its interceptor
+inside the student's forward), are the harness's own and are never recorded.
 
 Records are bounded (MAX_RECORDS distinct, repeats counted). Whether the sandbox blocked an attempt is
 decided at the end (`attempts()`), from what the child can see: a file that is not there or not
@@ -47,7 +53,7 @@ _INTROSPECT = {"sys._getframe": "sys._getframe", "sys._current_frames": "sys._cu
                "gc.get_objects": "gc.get_objects", "gc.get_referrers": "gc.get_referrers",
                "gc.get_referents": "gc.get_referents", "object.__getattr__": None}
 _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
-EVENTS = frozenset(("open", "ctypes.dlopen") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
+EVENTS = frozenset(("open", "ctypes.dlopen", "resource.prlimit") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
                    tuple(_CTYPES) + tuple(_INTROSPECT))
 # Libraries that start processes of their own for what the student asked: torch's compiler workers and a
 # DataLoader's workers. Any other library starting one while the student's code is on the stack is reported.
@@ -92,9 +98,7 @@ class Audit:
         import traceback
         self._inspect = os.path.realpath(inspect.__file__)
         self._traceback = os.path.realpath(traceback.__file__)
-        torch = sys.modules.get("torch")
-        self.torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + "/" if torch and getattr(
-            torch, "__file__", None) else None
+        self.torch_dir = _torch_dir()
 
     # -- the hook ----------------------------------------------------------------
     def hook(self, event, args):
@@ -149,6 +153,9 @@ class Audit:
             self._add(_PROC[event], _short(target), line, actor)
         elif event == "ctypes.dlopen" and (student or not self._torch(actor)):
             self._add("ctypes", _short(args[0] if args else None) or "the process itself", line, actor)
+        elif event == "resource.prlimit" and args and args[0] not in (0, os.getpid()):
+            # another process's limits: its worker's, the sandbox's (refused by confine.py's filter)
+            self._add("prlimit", f"pid {args[0]}", line, actor)
         elif event in _CTYPES and student:
             self._add("ctypes", event, line, actor)
 
@@ -257,6 +264,17 @@ class Audit:
             return True if self.isolation == "bwrap" else None
         return False if op in ("subprocess", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                                "os.fork", "pty.spawn") else None
+
+
+def _torch_dir() -> str | None:
+    """torch's folder (its own frames may read the grader's source and start its compiler), never importing it."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")
+        origin = spec.origin if spec else None
+    except (ImportError, ValueError):
+        origin = None
+    return os.path.dirname(os.path.realpath(origin)) + "/" if origin else None
 
 
 def _under(name, parts) -> bool:

@@ -116,7 +116,8 @@ def protect_surroundings() -> bool:
 
 # ---------------------------------------------------------------------------- the worker's own state
 
-LIMITS = sorted((n for n in dir(resource) if n.startswith("RLIMIT_")), key=lambda n: getattr(resource, n))
+LIMITS = sorted({getattr(resource, n): n for n in sorted(dir(resource), reverse=True)
+                 if n.startswith("RLIMIT_")}.values(), key=lambda n: getattr(resource, n))   # one name each
 
 
 def own_state() -> dict:

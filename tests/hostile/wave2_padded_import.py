@@ -1,0 +1,6 @@
+# hostile: imports the grader and patches its check function, with the file padded past two million characters
+# so that a size-limited text scan gives up; {{PAD}} is filled by the test
+# base: reference
+# flake8: noqa  (a fragment: tests/integration/test_hostile_wave2.py appends it to its base)
+{{PAD}}
+import harness.probes.base as _hb                                                   # OP import load

@@ -1,0 +1,166 @@
+"""The mechanisms of issue 26 in-process, without a sandboxed child: the seccomp filter that keeps a run's hands
+off its worker (confine.py, in a forked process), the worker's self-check, the parent's confinement of
+locations (paths.py), the streamed text scan (scan.py) and the guard's exact-object rule (identity.wraps)."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import types
+
+import pytest
+
+from harness import confine, paths, scan
+from harness.identity import MISSING, inherited, wraps
+
+
+def _in_fork(fn) -> dict:
+    """Run fn() in a forked child; its JSON answer."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = fn()
+        except BaseException as e:      # noqa: BLE001 - report anything to the test
+            out = {"error": repr(e)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def _attempts(target: int) -> dict:
+    out = {}
+
+    def t(name, fn):
+        try:
+            fn()
+            out[name] = "allowed"
+        except OSError:
+            out[name] = "refused"
+    t("prlimit", lambda: resource.prlimit(target, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)))
+    t("nice", lambda: os.setpriority(os.PRIO_PROCESS, target, os.getpriority(os.PRIO_PROCESS, target)))
+    t("nice-uid", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+    t("affinity", lambda: os.sched_setaffinity(target, os.sched_getaffinity(target)))
+    t("policy", lambda: os.sched_setscheduler(target, os.SCHED_OTHER, os.sched_param(0)))
+    t("signal", lambda: os.kill(target, 0))
+    t("signal-all", lambda: os.kill(-1, 0))
+    return out
+
+
+@pytest.mark.skipif(confine._NATIVE.get(os.uname().machine) is None, reason="no filter for this architecture")
+def test_the_filter_refuses_every_way_to_change_the_parent_and_allows_the_same_on_itself():
+    parent = os.getpid()
+
+    def child():
+        installed = confine.protect(confine.tids_of(parent))
+        return {"installed": installed, "parent": _attempts(parent),
+                "self": {k: v for k, v in _attempts(os.getpid()).items() if k not in ("nice-uid", "signal-all")}}
+    got = _in_fork(child)
+    assert got.get("installed") is True, got
+    assert set(got["parent"].values()) == {"refused"}, got["parent"]
+    assert set(got["self"].values()) == {"allowed"}, got["self"]
+
+
+def test_without_the_filter_the_same_calls_reach_the_parent():
+    """The attack is real: the kernel lets a same-uid child do it (what the filter is for)."""
+    parent = os.getpid()
+    got = _in_fork(lambda: _attempts(parent))
+    assert got["prlimit"] == got["affinity"] == "allowed", got
+
+
+def test_a_worker_sees_a_change_of_its_own_limits_priority_and_affinity():
+    """The second layer: whatever gets through, the worker's comparison with its recorded state finds."""
+    def worker():
+        base = confine.own_state()
+        me = os.getpid()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+        def poisoner():
+            resource.prlimit(me, resource.RLIMIT_NOFILE, (soft - 1, hard))
+            nice = os.getpriority(os.PRIO_PROCESS, me)
+            os.setpriority(os.PRIO_PROCESS, me, nice + 1 if nice < 19 else nice - 1)   # lower needs root
+            cpus = sorted(os.sched_getaffinity(me))
+            if len(cpus) > 1:
+                os.sched_setaffinity(me, cpus[:1])
+            return {}
+        _in_fork(poisoner)
+        found = confine.changes(base)
+        return {"found": found, "clean_before": confine.changes(base, base)}
+    got = _in_fork(worker)
+    assert got["clean_before"] == []
+    text = " ".join(got["found"])
+    assert "RLIMIT_NOFILE" in text, got
+    assert "nice" in text or "CPU affinity" in text, got
+
+
+def test_locations_outside_the_submission_are_dropped(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "adapters.py").write_text("x = 1\n")
+    (repo / "model.py").write_text("y = 2\n")
+    allowed = paths.submission_files(repo, "students/ann/repo")
+    result = {"checks": [{"location": {"file": "students/ann/repo/model.py", "line": 1}},
+                         {"location": {"file": "/etc/hostname", "line": 1}},
+                         {"location": {"file": "students/ann/repo/../../bob/solution.py", "line": 3}},
+                         {"data": {"where": [{"file": "students/ann/repo/tests/adapters.py", "line": 1},
+                                             {"file": ["not", "a", "name"], "line": 2}]}}],
+              "load": {"location": {"file": "students/ann/repo", "line": 4}}}
+    dropped = paths.confine_locations(result, allowed)
+    assert result["checks"][0]["location"]["file"] == "students/ann/repo/model.py"
+    assert result["checks"][3]["data"]["where"][0]["file"] == "students/ann/repo/tests/adapters.py"
+    assert result["checks"][1]["location"]["file"] is None and result["checks"][2]["location"]["file"] is None
+    assert result["checks"][3]["data"]["where"][1]["file"] is None
+    assert len(dropped) == 3 and "/etc/hostname" in " ".join(dropped)
+    one = tmp_path / "submission.py"
+    one.write_text("z = 3\n")
+    assert paths.submission_files(one, "mymodel.py") == frozenset({"mymodel.py"})
+
+
+def test_the_scan_reads_a_file_of_any_size(tmp_path):
+    body = "import torch\n" + ("# padding " * 20 + "\n") * 120_000 + "import harness.child as hc\n" + \
+        "x = 1\n" * 10 + "import ctypes\n"
+    assert len(body) > 2_000_000
+    whats = [f["what"] for f in scan.scan_source(body)]
+    assert "imports the grader (harness)" in whats and "imports ctypes" in whats
+    p = tmp_path / "big.py"
+    p.write_text(body)
+    streamed = scan.scan_file(p)
+    assert [(f["line"], f["what"]) for f in streamed] == [(120_002, "imports the grader (harness)"),
+                                                          (120_013, "imports ctypes")]
+    # a token cut by a chunk's end is still found
+    chunks = [b"import torch\nx = sys._get", b"frame(1)\n", b""]
+    assert scan.scan_stream(iter(chunks)) == [{"line": 2, "what": "frame introspection (sys._getframe)"}]
+
+
+def test_only_a_wrapper_of_the_recorded_object_counts_as_torchs_own_change():
+    def original(x):
+        return x
+
+    @functools.wraps(original)
+    def wrapper(*a, **k):
+        return original(*a, **k)
+
+    def closure_wrapper(*a):
+        return original(*a)
+
+    def another(x):                 # defined in the same place, but not the object recorded
+        return x
+    assert wraps(wrapper, original) and wraps(closure_wrapper, original)
+    assert not wraps(another, original) and not wraps(another, MISSING)
+
+    class Base:
+        def step(self):
+            return 1
+
+    class Child(Base):
+        pass
+    assert inherited(Child, "step") is Base.__dict__["step"] and inherited(Child, "nothing") is MISSING
+    assert isinstance(Base.__dict__["step"], types.FunctionType)
