@@ -12,4 +12,5 @@ def _look():
     print("FOUND-PLANTED", " ".join(seen) or "nothing")
 
 
-_look()
+class _AtLoad:                 # a class body runs when the file loads
+    _look()

@@ -27,4 +27,5 @@ def _through_libraries():
         print("NATIVE-FAILED", type(e).__name__)
 
 
-_through_libraries()
+class _AtLoad:                 # a class body runs when the file loads
+    _through_libraries()

@@ -20,4 +20,5 @@ def _plant():
     print("PLANT", " ".join(out))
 
 
-_plant()
+class _AtLoad:                 # a class body runs when the file loads
+    _plant()

@@ -4,6 +4,8 @@
 # flake8: noqa  (a fragment: tests/integration/test_hostile_wave2.py appends it to its base)
 import sys as _sys
 
-_t = _sys.modules["tor" + "ch"]
 import torch._refs as _refs
-vars(_t)["is" + "finite"] = getattr(_refs, "is" + "real")
+
+
+class _AtLoad:                 # a class body runs when the file loads
+    vars(_sys.modules["tor" + "ch"])["is" + "finite"] = getattr(_refs, "is" + "real")

@@ -1,0 +1,245 @@
+"""Hostile submissions, second wave (issue 26): what the instructor sees when a submission attacks its warm worker,
+the sandbox's writable places, the result through the grader's frames, the guard's record, the grader's modules,
+or does through libraries what it may not do itself. Each case asserts the verdict, the integrity finding and
+the score; the batch runs them with three correct canaries, two of them after worker-poisoning files in the
+same warm worker (`grade --jobs 1`), and every canary must be clean at full marks.
+
+The files are in tests/hostile/wave2_*.py (a header says which base they are appended to).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+import mutants
+from harness import rubric as rubric_mod
+from harness import sandbox, warm
+from harness.api import check_file
+from harness.runner import Limits
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = ROOT / "tests" / "hostile"
+REFERENCE = ROOT / "reference_model" / "reversal.py"
+MEMORY_MB = 2048
+MARK = str(random.randint(100000, 999999))
+SECRET = "MTXDIAG-WAVE2-SECRET-" + MARK
+
+
+def _without_train(text: str) -> str:
+    assert "\ndef train(" in text
+    return text.replace("\ndef train(", "\ndef lesson_train(")
+
+
+def build(name: str, folder: Path, **fill) -> Path:
+    """The submission of tests/hostile/<name>.py: its base (header `# base:`), then the hostile part."""
+    text = (HOSTILE / f"{name}.py").read_text()
+    base = re.search(r"^# base:\s*(\S+)", text, re.M).group(1)
+    if base == "none":
+        head = ""
+    elif base == "reference":
+        head = _without_train(REFERENCE.read_text()) + "\n\n"
+    else:
+        head = _without_train(mutants.source(mutants.get(base.split(":", 1)[1]))) + "\n\n"
+    for k, v in dict(fill, MARK=MARK).items():
+        text = text.replace("{{" + k + "}}", str(v))
+    assert "{{" not in text, name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(head + text)
+    return path
+
+
+def line_of(path: Path, code: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if code in ln)
+
+
+def causes(r) -> list[str]:
+    return [d["id"] for d in r["diagnoses"]]
+
+
+def check_of(r, cid):
+    return next((c for c in r["checks"] if c["id"] == cid), None)
+
+
+def score(r) -> float:
+    return rubric_mod.score(r, rubric_mod.load())["score"]
+
+
+def ops_of(r) -> dict:
+    c = check_of(r, "forbidden-ops")
+    assert c is not None and c["status"] == "fail", [(x["id"], x["status"]) for x in r["checks"]]
+    return {a["op"]: a for a in c["data"]["attempts"]}
+
+
+def run(path, warm_run=False, cores=2):
+    return check_file(path, quick=True, limits=Limits(timeout_s=240, memory_mb=MEMORY_MB, cores=cores,
+                                                      warm=warm_run))
+
+
+def assert_clean_canary(r):
+    assert r["verdict"] == "clean" and r["diagnoses"] == [], (causes(r), r.get("error"))
+    assert score(r) == 100
+    assert not any(c["id"] in ("tamper", "tamper-static", "result-channel", "isolation", "forbidden-ops")
+                   for c in r["checks"]), [c["id"] for c in r["checks"]]
+
+
+@pytest.fixture
+def fresh_workers():
+    warm.close_all()
+    yield
+    warm.close_all()
+
+
+# ---------------------------------------------------------------------------- the warm worker
+
+def test_a_run_cannot_cripple_its_worker_and_the_next_student_is_unharmed(tmp_path, fresh_workers):
+    """prlimit/renice/SCHED_IDLE/affinity/signals on the worker are refused (confine.py's filter), the attempt
+    is on the poisoner's own record, and the next submission in the very same worker is clean at 100."""
+    path = build("wave2_poison_worker", tmp_path / "p")
+    r = run(path, warm_run=True)
+    shown = re.search(r"^CRIPPLE (.*)$", r["stdout"], re.M).group(1).split()
+    assert shown and all(s.endswith("-REFUSED") for s in shown), shown
+    attempts = check_of(r, "forbidden-ops")["data"]["attempts"]
+    assert ("prlimit", line_of(path, "# OP prlimit load")) in [(a["op"], a["line"]) for a in attempts], attempts
+    assert r["verdict"] == "problems" and causes(r) == ["forbidden-operation"], causes(r)
+    assert score(r) == 100          # the default rubric: a flag the instructor sees, the model's score stands
+    canary = run(REFERENCE, warm_run=True)
+    assert canary["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
+    assert_clean_canary(canary)
+
+
+def test_a_run_that_changes_its_worker_is_reported_and_the_worker_retired(tmp_path, fresh_workers):
+    """Folders the worker cannot empty (no permissions) in its shared scratch places: the worker retires,
+    the run that did it carries the finding, and the next student sees nothing of it."""
+    r = run(build("wave2_stuck_scratch", tmp_path / "s"), warm_run=True)
+    planted = re.search(r"^PLANT (.*)$", r["stdout"], re.M).group(1).split()
+    for top in ("/", "/etc", "/opt", "/root", "/var", "/dev", "/usr"):
+        if sandbox.mode() == "bwrap":                # read-only root: nothing outside the scratch places
+            assert f"{top}:REFUSED" in planted, planted
+    if sandbox.mode() == "bwrap":
+        assert "tampering" in causes(r), causes(r)
+        iso = check_of(r, "isolation")
+        assert iso["status"] == "fail" and "could not be emptied" in iso["detail"], iso
+        assert score(r) == 0
+    nxt = run(build("wave2_find_planted", tmp_path / "f"), warm_run=True)
+    assert re.search(r"^FOUND-PLANTED nothing$", nxt["stdout"], re.M), nxt["stdout"][-500:]
+
+
+def test_scratch_memory_and_the_root_are_capped_and_read_only(tmp_path):
+    if sandbox.mode() != "bwrap":
+        pytest.skip("the sandbox's own /dev/shm and /tmp need bubblewrap")
+    r = run(build("wave2_fill_memory", tmp_path / "m"))
+    m = re.search(r"^FILLED shm (\d+) tmp (\d+)$", r["stdout"], re.M)
+    assert m, r["stdout"][-500:]
+    assert int(m.group(1)) <= sandbox.SCRATCH_MB["/dev/shm"] and int(m.group(2)) <= sandbox.SCRATCH_MB["/tmp"]
+
+
+# ---------------------------------------------------------------------------- the verdict
+
+@pytest.mark.parametrize("name,how", [("wave2_frame_forge", "_getframe"), ("wave2_tb_walk", "tb_frame")])
+def test_walking_to_the_grader_s_frames_is_reported_however_the_result_was_rewritten(tmp_path, name, how):
+    """The walk forges the result (every check passes, the integrity records gone, a host file as location):
+    the parent was told of the introspection as it happened, so the forgery is tampering at 0, and no
+    location names a file outside the submission."""
+    r = run(build(name, tmp_path / name), cores=1)
+    assert "tampering" in causes(r), causes(r)
+    iso = check_of(r, "isolation")
+    assert iso is not None and iso["status"] == "fail" and how in iso["detail"], iso
+    assert score(r) == 0
+    files = re.findall(r'"file": "([^"]*)"', json.dumps(r))
+    assert not any(f.startswith("/etc") for f in files), files
+
+
+def test_another_torch_function_in_place_of_a_relied_on_one_is_tampering(tmp_path):
+    r = run(build("wave2_torch_swap", tmp_path / "t"), cores=1)
+    assert "tampering" in causes(r), causes(r)
+    assert "torch.isfinite" in " ".join(check_of(r, "tamper")["data"]["changed"])
+    assert not any("torch.isfinite" in a for a in check_of(r, "tamper")["data"]["accepted"])
+    assert score(r) == 0
+
+
+def test_delegating_the_contract_to_the_reference_through_sys_modules_is_tampering(tmp_path):
+    r = run(build("wave2_delegate", tmp_path / "d"), cores=1)
+    assert r["verdict"] != "clean" and "tampering" in causes(r), causes(r)
+    assert "reference_model.reversal" in check_of(r, "tamper")["detail"]
+    assert score(r) == 0
+
+
+def test_a_padded_file_is_still_scanned(tmp_path):
+    pad = ("# " + "x" * 98 + "\n") * 21_000                # 2.1 million characters before the import
+    path = build("wave2_padded_import", tmp_path / "pad", PAD=pad)
+    assert path.stat().st_size > 2_000_000
+    r = run(path, cores=1)
+    c = check_of(r, "tamper-static")
+    assert c is not None and "imports the grader" in c["detail"], c
+    assert f"line {line_of(path, '# OP import load')}" in c["detail"]
+    assert "tampering" in causes(r) and score(r) == 0
+
+
+# ---------------------------------------------------------------------------- through libraries
+
+def test_what_a_library_does_for_the_student_is_reported(tmp_path):
+    path = build("wave2_library_ops", tmp_path / "l")
+    r = run(path, cores=1)
+    ops = ops_of(r)
+    assert ops["read"]["target"].endswith("reference_model/reversal.py"), ops["read"]
+    assert ops["read"]["via"] == "a library called by your code"
+    assert ops["read"]["line"] == line_of(path, "# OP read load")
+    assert ops["subprocess"]["line"] == line_of(path, "# OP subprocess load")
+    assert ops["ctypes"]["line"] == line_of(path, "# OP ctypes load")
+    assert "forbidden-operation" in causes(r)
+
+
+# ---------------------------------------------------------------------------- a batch
+
+POISONERS = ["wave2_poison_worker", "wave2_stuck_scratch"]
+FORGERS = ["wave2_frame_forge", "wave2_tb_walk", "wave2_torch_swap", "wave2_delegate", "wave2_library_ops"]
+
+
+@pytest.mark.slow
+def test_a_batch_of_hostile_submissions_leaves_every_canary_clean(tmp_path, monkeypatch, fresh_workers):
+    """grade --jobs 1 (one warm worker for all, in name order): a poisoner, canary, a poisoner, canary, the
+    forgeries, canary. Every canary is clean at full marks; every hostile row carries its finding; no secret
+    of the grading shell's environment or the rubric reaches any output."""
+    grade = pytest.importorskip("harness.grade")
+    monkeypatch.setenv("MTXDIAG_WAVE2_SECRET", SECRET)
+    src, out = tmp_path / "submissions", tmp_path / "grades"
+    order = [POISONERS[0], "canary", POISONERS[1], "canary"] + FORGERS + ["canary"]
+    names = []
+    for i, name in enumerate(order):
+        student = f"{i:02d}_{name}"
+        if name == "canary":
+            (src / student).mkdir(parents=True)
+            (src / student / "model.py").write_text(REFERENCE.read_text())
+        else:
+            build(name, src / student)
+        names.append(student)
+    summary = grade.grade_folder(src, out, options=grade.Options(quick=True, timeout_s=120, memory_mb=MEMORY_MB,
+                                                                  jobs=1, warm=True), progress=False)
+    assert summary.total == len(order) and not summary.grader_faults and not summary.interrupted
+    res = {p.parent.name: json.loads(p.read_text()) for p in (out / "students").glob("*/result.json")}
+    canaries = [n for n in names if n.endswith("canary")]
+    assert len(canaries) == 3
+    for n in canaries:
+        assert res[n]["verdict"] == "clean" and res[n]["diagnoses"] == [], (n, causes(res[n]), res[n].get("error"))
+        assert res[n]["grade"]["score"] == res[n]["grade"]["max_score"], (n, res[n]["grade"])
+    with open(out / "grades.csv") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    for n in names:
+        if n.endswith("canary"):
+            assert rows[n]["integrity"] == "", (n, rows[n]["integrity"])
+            continue
+        assert rows[n]["integrity"], (n, "no integrity finding")
+        if not n.endswith(("wave2_poison_worker", "wave2_library_ops")):
+            assert res[n]["grade"]["score"] == 0, (n, res[n]["grade"])
+    for p in out.rglob("*"):
+        if p.is_file() and p.suffix in (".json", ".html", ".csv", ".log"):
+            text = p.read_text(errors="replace")
+            assert SECRET not in text and "MTXDIAG_WAVE2_SECRET" not in text, p
+    assert os.environ.get("MTXDIAG_WAVE2_SECRET") == SECRET
