@@ -221,12 +221,15 @@ def main(argv=None):
                "probe_imports_s": time.perf_counter() - t_cal}
 
     guard = capture()
-    GuardedContext = guarded_context(Context, StudentError, guard)
     from . import audit as audit_mod
     # Last before the student's file: what their code tries outside its lane is recorded from here on.
     audit = audit_mod.install(a.submission, here, a.isolation)
     # introspection is told to the parent at once: a line already on the pipe cannot be taken back
     audit.notify = lambda what: send({"event": "integrity", "what": what})
+    from .hide import Hidden
+    hidden = Hidden(guard._sysmods, audit.grader, is_student=audit.is_student, report=lambda name, line: guard._found(
+        f"uses the grader's own code: imported {name} while the checks ran", None, line))
+    GuardedContext = guarded_context(Context, StudentError, guard, hidden)
     captured = BoundedIO()
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()

@@ -53,6 +53,14 @@ def add_integrity(result, check, audit, guard, source, captured):
         location=first))
 
 
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def grader_reach(guard, name: str, obj) -> None:
     """A contract name (or a part of the built model) that is the grader's own code, however the submission
     got to it (an import, `sys.modules[...]`, a module-level __getattr__ delegating to the reference):
@@ -70,7 +78,7 @@ def grader_reach(guard, name: str, obj) -> None:
                      guard.sites.referenced.get("modules") or guard.sites.referenced.get(name))
 
 
-def guarded_context(Context, StudentError, guard):
+def guarded_context(Context, StudentError, guard, hidden=None):
     """The probes' Context, guarded: integrity checked after each call into student code, outputs vetted."""
     from contextlib import contextmanager
 
@@ -84,7 +92,7 @@ def guarded_context(Context, StudentError, guard):
         def student(self, where, seconds=None):
             token = guard.enter()
             try:
-                with Context.student(self, where, seconds):
+                with Context.student(self, where, seconds), (hidden or _nothing()):  # hide.py: no grader modules
                     yield
             finally:
                 guard.check(where, token, hot=True)

@@ -110,7 +110,14 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict) -> 
     os._exit(code)
 
 
-def _clean_up(private: bool) -> list[str]:
+def _slot_path(top: str, name: str, slot: str) -> bool:
+    """The worker's own folder (bound from the host, e.g. under /tmp) or a folder on the way to it: never
+    scrubbed here (the grading process empties it) and not a leftover."""
+    path = os.path.join(top, name)
+    return slot == path or slot.startswith(path.rstrip("/") + "/")
+
+
+def _clean_up(private: bool, slot: str = "") -> list[str]:
     """After a run: nothing of it may reach the next one. The shared folders and IPC objects are emptied only
     when they are the sandbox's own (`private`): without bubblewrap they are the machine's, shared with
     everything else the user runs (and a cold run shares them too). Returns what could not be emptied."""
@@ -132,6 +139,8 @@ def _clean_up(private: bool) -> list[str]:
             continue
         for name in names:
             path = os.path.join(top, name)
+            if _slot_path(top, name, slot):
+                continue
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
@@ -143,10 +152,11 @@ def _clean_up(private: bool) -> list[str]:
     left = []
     for top in SCRUB:
         try:
-            if os.listdir(top):
-                left.append(f"{top} could not be emptied after the run")
+            names = sorted(n for n in os.listdir(top) if not _slot_path(top, n, slot))
         except OSError:
             continue
+        if names:
+            left.append(f"{top} could not be emptied after the run ({', '.join(names[:5])[:200]})")
     return left
 
 
@@ -183,7 +193,8 @@ def serve(control_fd: int, private: bool) -> int:
         signal.signal(sig, signal.SIG_IGN)
     _warm_up()
     from . import confine
-    base = confine.own_state()        # what every run starts from, and what this worker must still be after it
+    base = confine.own_state()
+    slot = os.path.realpath(os.getcwd())   # this worker's folder, bound from the host        # what every run starts from, and what this worker must still be after it
     control.send(json.dumps({"ready": os.getpid()}).encode())
     while True:
         try:
@@ -213,7 +224,7 @@ def serve(control_fd: int, private: bool) -> int:
                 break
             except InterruptedError:
                 continue
-        changed = _clean_up(private) + confine.changes(base)
+        changed = _clean_up(private, slot) + confine.changes(base)
         done = {"exit": os.waitstatus_to_exitcode(status)}
         if changed:                   # the run changed this worker: report it against that run, and retire
             control.send(json.dumps(dict(done, poisoned=changed[:20])).encode())

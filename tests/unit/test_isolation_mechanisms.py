@@ -164,3 +164,29 @@ def test_only_a_wrapper_of_the_recorded_object_counts_as_torchs_own_change():
         pass
     assert inherited(Child, "step") is Base.__dict__["step"] and inherited(Child, "nothing") is MISSING
     assert isinstance(Base.__dict__["step"], types.FunctionType)
+
+
+def test_the_graders_modules_are_out_of_sys_modules_while_student_code_runs():
+    import sys
+
+    import harness
+    import harness.scan as original
+    from harness.hide import Hidden
+    grader = os.path.dirname(harness.__file__) + "/"
+    reported = []
+    hidden = Hidden(sys.modules, [grader], report=lambda name, line: reported.append(name))
+    spec_before = original.__spec__
+    # an import written in the grader's own files (a function-level import in harness code)
+    grader_import = {}
+    exec(compile("import harness.scan as got\n", grader + "somewhere.py", "exec"), grader_import)
+    with hidden:
+        assert "harness.scan" not in sys.modules and "harness" not in sys.modules
+        assert "reference_model.reversal" not in sys.modules or "reference_model.reversal" not in hidden.names
+        with pytest.raises(ModuleNotFoundError):
+            exec(compile("import harness.scan as got\n", "/scratch/submission.py", "exec"), {})
+        exec(compile("import harness.scan as got\n", grader + "somewhere.py", "exec"), grader_import)
+        served = grader_import["got"]
+    assert served is original                               # the grader gets its own module
+    assert reported == ["harness"]                          # anyone else: refused and reported
+    assert sys.modules["harness.scan"] is original and sys.modules["harness"] is harness
+    assert original.__spec__ is spec_before
