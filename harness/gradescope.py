@@ -25,16 +25,14 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
     tests = []
-    if result.get("assignment") == "lm" and result.get("verdict") != "error":
-        from .lmdiag import rubric as lm_rubric           # one test per component, its diagnosis as markdown
-        from .rubric import lm_components
-        comps = lm_components(result)
-        for d in result.get("diagnoses", []):
-            if d.get("component") in comps:
-                comps[d["component"]].update(evidence=d.get("evidence", [])[:4], confidence=d.get("confidence"))
+    if result.get("assignment") == "lm" and result.get("verdict") != "error" and grade.get("components"):
+        from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
         return {"score": score, "max_score": max_score, "output": f"mtxdiag: {result.get('verdict')}",
-                "tests": lm_rubric.gradescope_tests(comps, visibility=visibility),
+                "tests": gradescope_tests(result, grade, visibility=visibility),
                 "stdout_visibility": stdout_visibility,
+                "extra_data": {"verdict": result.get("verdict"), "fault": fault_of(result),
+                               "causes": [d.get("id") for d in result.get("diagnoses", [])],
+                               "harness_version": __version__},
                 **({"execution_time": round(execution_time, 1)} if execution_time is not None else {})}
 
     def loc_text(loc):
