@@ -120,6 +120,8 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "forbidden-ops": (C("forbidden-ops", "audited attempts (network, files outside the submission, processes, "
                                          "ctypes, sys.modules) with the student's line", "none",
                         "PEP 578 audit hook in the child"),),
+    "submission-files": (C("submission-files", "files of the submission left out of the check (depth, number and "
+                                               "size limits)", "info", "grade_discovery, repo_copy: bounded walks"),),
     "output-flood": (C("output-flood", "bytes the submission printed", "<= 1 MB (--output-mb)",
                        "an instructor should know; output is kept up to 256 KB"),),
 }
