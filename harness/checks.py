@@ -148,6 +148,11 @@ DECLARED.update({
                                 "tokens are normalised on their own")),
     "lm-softmax-properties": (C("lm-softmax-shift", "softmax(x + 100) vs softmax(x); finite at + 1000",
                                 "float32 noise", "shift invariance"),),
+    "lm-training": (C("lm-training", "the TransformerLM trained with the student's AdamW, cross-entropy, get_batch, "
+                                     "clipping and schedule: first loss, one batch overfit, the corpus curve against "
+                                     "the reference's on the same batches, the first non-finite value",
+                      "|first - ln V| <= 1; one batch under 1.0 in 40 steps; curve within 2e-2 relative",
+                      "probes/lm_train_brief.py: reference and correct corpus, seeds 0-4"),),
     "lm-causal": tuple(C(f"lm-{c}-causal", f"{c}: change of outputs before the last position when the last token "
                                            "changes", "0", "causal attention") for c in ("mha", "mha-rope", "block",
                                                                                          "lm")),
