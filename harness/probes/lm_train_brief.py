@@ -1,7 +1,7 @@
 """`lm`, full check only: the student's TransformerLM trained briefly with their own AdamW, cross-entropy,
 get_batch, gradient clipping and cosine schedule, beside the reference's on the same data.
 
-The corpus is reference_model/lm_corpus.json (1,019 characters written for mtxdiag, 28 symbols). Both runs
+The corpus is reference_model/lm_corpus.py (1,018 characters written for mtxdiag, 28 symbols). Both runs
 start from the same weights (the reference's own initialisation, loaded through the student's adapter) and
 see the same batches (drawn once with the student's run_get_batch; get_batch itself is checked by
 lm-get-batch), so a correct student's losses equal the reference's up to float32 rounding, amplified by
@@ -22,10 +22,8 @@ student's functions that piece runs.
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -54,10 +52,8 @@ class NotMeasured(Exception):
 
 
 def corpus() -> tuple[np.ndarray, int]:
-    import reference_model
-    doc = json.loads((Path(reference_model.__file__).parent / "lm_corpus.json").read_text(encoding="utf-8"))
-    vocab = doc["vocab"]
-    return np.array([vocab.index(c) for c in doc["text"]], dtype=np.int64), len(vocab)
+    from reference_model import lm_corpus
+    return np.array(lm_corpus.tokens(), dtype=np.int64), len(lm_corpus.VOCAB)
 
 
 def init_weights(seed: int, vocab: int) -> dict:

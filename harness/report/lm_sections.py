@@ -34,7 +34,7 @@ INTRO = {
                    "cosine cycle to 21, then 5 more), against the reference: a linear warmup, a cosine down to the "
                    "minimum, then flat at the minimum.",
     "lm-training": "Your TransformerLM (2 layers, d_model 16) trained with your AdamW, cross-entropy, gradient "
-                   "clipping and cosine schedule on the batches your run_get_batch draws from a 1,019-character "
+                   "clipping and cosine schedule on the batches your run_get_batch draws from a 1,018-character "
                    "corpus, beside the reference's pieces on the same batches from the same weights; and 25 steps "
                    "on one batch. Correct code follows the reference's curve to float32 rounding (1e-5 relative). "
                    "A full check only.",

@@ -39,7 +39,7 @@ def _batch(tmp_path: Path) -> tuple[Path, dict]:
         repo = name.endswith("/")
         if not every and (m.component in AS_REPO) != repo:
             continue                   # the sample: each component in one form
-        student = name.rstrip("/")
+        student = name.rstrip("/") if repo or every else Path(name).stem    # alone, a file's id is its stem
         if repo:
             shutil.copytree(export / student, src / student)
         else:
