@@ -42,6 +42,7 @@ HP = {"max_lr": 1e-2, "min_lr": 1e-3, "warmup": 3, "cycle": CURVE_STEPS - 8, "we
 CURVE_RTOL = 1e-3
 OVERFIT_RATIO = 0.5       # the one-batch loss after OVERFIT_STEPS, over the first step's
 FIRST_LOSS_TOL = 1.0       # |first loss - ln(vocab)|; the reference's initialisation gives ln(V) + ~0.5
+RUN_S = 30.0              # one training run of the student's (the reference's: ~0.3 s on an idle core)
 PIECES = ("model", "cross-entropy", "gradient-clipping", "adamw", "lr-schedule")
 STAGE_COMPONENT = {"forward": "lm", "loss": "cross-entropy", "backward": "lm", "clipping": "gradient-clipping",
                    "step": "adamw", "learning rate": "lr-schedule"}
@@ -240,6 +241,12 @@ def _batches(ctx, data):
                 for _ in range(CURVE_STEPS)], "the reference's (yours did not return batches)"
 
 
+def timed(ctx, what: str, fn):
+    """fn() as the student's code, within RUN_S seconds (stretched on a slow machine)."""
+    with ctx.student(what, seconds=ctx.budget(RUN_S)):
+        return fn()
+
+
 def _sig(v, n=4):
     return float(f"{v:.{n}g}") if isinstance(v, float) and math.isfinite(v) else None
 
@@ -256,46 +263,48 @@ def brief_training(ctx):
     w0 = init_weights(ctx.seed, vocab)
     mine = set(PIECES)
     try:
-        with ctx.student("brief training of your TransformerLM", seconds=ctx.budget(90.0)):
-            batches, source = _batches(ctx, data)
-            x0 = batches[0][0]
-            ref_curve = train(Kit(ctx, set(), w0, vocab, x0), batches, CURVE_STEPS, True)
-            ref_fit = train(Kit(ctx, set(), w0, vocab, x0), batches[:1], OVERFIT_STEPS, False)
-            kit = Kit(ctx, mine, w0, vocab, x0)
-            curve = train(kit, batches, CURVE_STEPS, True)
-            fit = train(Kit(ctx, mine, w0, vocab, x0), batches[:1], OVERFIT_STEPS, False)
-            first = curve["loss"][0] if curve["loss"] else math.nan
-            worst, step = gap(curve["loss"], ref_curve["loss"])
-            fit_end = fit["loss"][-1] if fit["loss"] and not fit["nan"] else math.inf
-            problems = []
-            if not (math.isfinite(first) and abs(first - math.log(vocab)) <= FIRST_LOSS_TOL):
-                problems.append(f"the first loss is {first:.3g}; a model at initialisation guesses about uniformly: "
-                                f"ln({vocab}) = {math.log(vocab):.3g} (+- {FIRST_LOSS_TOL:g})")
-            for name, run in (("the corpus", curve), ("one batch", fit)):
-                if run["nan"]:
-                    problems.append(f"a non-finite value at step {run['nan']['step']} ({run['nan']['stage']}) "
-                                    f"training on {name}")
-            if not fit["nan"] and not fit_end <= OVERFIT_RATIO * fit["loss"][0]:
-                problems.append(f"one batch is not learnt: the loss goes from {fit['loss'][0]:.3g} to {fit_end:.3g} in "
-                                f"{OVERFIT_STEPS} steps (the reference: to {ref_fit['loss'][-1]:.3g}; at most "
-                                f"{OVERFIT_RATIO:g} x the first expected)")
-            if step is not None and not curve["nan"]:
-                problems.append(f"the loss leaves the reference's at step {step} ({curve['loss'][step]:.4g} vs "
-                                f"{ref_curve['loss'][step]:.4g}; largest relative gap {worst:.2g}, at most "
-                                f"{CURVE_RTOL:g} expected)")
-            culprits, isolation = [], {}
-            if problems:
-                for piece in PIECES:
-                    run = train(Kit(ctx, {piece}, w0, vocab, x0), batches, CURVE_STEPS, True)
-                    g, s = gap(run["loss"], ref_curve["loss"])
-                    isolation[piece] = {"gap": _sig(g, 3), "step": s, "nan": run["nan"]}
-                    if s is not None or run["nan"]:
-                        culprits.append(piece)
-                nan = curve["nan"] or fit["nan"]
-                if not culprits and nan:
-                    culprits = ["model" if STAGE_COMPONENT[nan["stage"]] == "lm" else
-                                STAGE_COMPONENT[nan["stage"]]]
-            where = _where(culprits[0], Kit(ctx, mine, w0, vocab, x0), batches) if culprits else None
+        batches, source = timed(ctx, "run_get_batch (the training's batches)", lambda: _batches(ctx, data))
+        x0 = batches[0][0]
+        ref_curve = train(Kit(ctx, set(), w0, vocab, x0), batches, CURVE_STEPS, True)
+        ref_fit = train(Kit(ctx, set(), w0, vocab, x0), batches[:1], OVERFIT_STEPS, False)
+        curve = timed(ctx, "your training on the corpus",
+                      lambda: train(Kit(ctx, mine, w0, vocab, x0), batches, CURVE_STEPS, True))
+        fit = timed(ctx, "your training on one batch",
+                    lambda: train(Kit(ctx, mine, w0, vocab, x0), batches[:1], OVERFIT_STEPS, False))
+        first = curve["loss"][0] if curve["loss"] else math.nan
+        worst, step = gap(curve["loss"], ref_curve["loss"])
+        fit_end = fit["loss"][-1] if fit["loss"] and not fit["nan"] else math.inf
+        problems = []
+        if not (math.isfinite(first) and abs(first - math.log(vocab)) <= FIRST_LOSS_TOL):
+            problems.append(f"the first loss is {first:.3g}; a model at initialisation guesses about uniformly: "
+                            f"ln({vocab}) = {math.log(vocab):.3g} (+- {FIRST_LOSS_TOL:g})")
+        for name, run in (("the corpus", curve), ("one batch", fit)):
+            if run["nan"]:
+                problems.append(f"a non-finite value at step {run['nan']['step']} ({run['nan']['stage']}) "
+                                f"training on {name}")
+        if not fit["nan"] and not fit_end <= OVERFIT_RATIO * fit["loss"][0]:
+            problems.append(f"one batch is not learnt: the loss goes from {fit['loss'][0]:.3g} to {fit_end:.3g} in "
+                            f"{OVERFIT_STEPS} steps (the reference: to {ref_fit['loss'][-1]:.3g}; at most "
+                            f"{OVERFIT_RATIO:g} x the first expected)")
+        if step is not None and not curve["nan"]:
+            problems.append(f"the loss leaves the reference's at step {step} ({curve['loss'][step]:.4g} vs "
+                            f"{ref_curve['loss'][step]:.4g}; largest relative gap {worst:.2g}, at most "
+                            f"{CURVE_RTOL:g} expected)")
+        culprits, isolation = [], {}
+        if problems:
+            for piece in PIECES:
+                run = timed(ctx, f"training with only your {piece}",
+                            lambda piece=piece: train(Kit(ctx, {piece}, w0, vocab, x0), batches, CURVE_STEPS, True))
+                g, s = gap(run["loss"], ref_curve["loss"])
+                isolation[piece] = {"gap": _sig(g, 3), "step": s, "nan": run["nan"]}
+                if s is not None or run["nan"]:
+                    culprits.append(piece)
+            nan = curve["nan"] or fit["nan"]
+            if not culprits and nan:
+                culprits = ["model" if STAGE_COMPONENT[nan["stage"]] == "lm" else
+                            STAGE_COMPONENT[nan["stage"]]]
+        where = timed(ctx, f"your {culprits[0]} (where the training goes wrong)", lambda: _where(
+            culprits[0], Kit(ctx, mine, w0, vocab, x0), batches)) if culprits else None
     except StudentError as e:
         if isinstance(e.exc, MemoryError):
             raise

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from harness import lm_loader
+from harness.calibrate import slowdown
 from harness.probes import lm_train_brief as T
 from harness.probes.base import Context
 from mutants.lm_export import mutant_single_file, reference_single_file
@@ -18,7 +19,7 @@ def run(tmp_path, text: str, name: str):
     path = tmp_path / f"{name}.py"
     path.write_text(text)
     source, module = lm_loader.load(str(path), str(path), path.read_bytes(), 60.0)
-    ctx = Context(module=module, source=source, assignment="lm", seed=0)
+    ctx = Context(module=module, source=source, assignment="lm", seed=0, slowdown=slowdown())   # as the child
     [c] = T.brief_training(ctx)
     return c, ctx.artifacts.get("lm_training")
 
