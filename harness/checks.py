@@ -123,6 +123,8 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "forbidden-ops": (C("forbidden-ops", "audited attempts (network, files outside the submission, processes, "
                                          "ctypes, sys.modules) with the student's line", "none",
                         "PEP 578 audit hook in the child"),),
+    "submission-files": (C("submission-files", "files of the submission left out of the check (depth, number and "
+                                               "size limits)", "info", "grade_discovery, repo_copy: bounded walks"),),
     "output-flood": (C("output-flood", "bytes the submission printed", "<= 1 MB (--output-mb)",
                        "an instructor should know; output is kept up to 256 KB"),),
 }
@@ -149,6 +151,11 @@ DECLARED.update({
                                 "tokens are normalised on their own")),
     "lm-softmax-properties": (C("lm-softmax-shift", "softmax(x + 100) vs softmax(x); finite at + 1000",
                                 "float32 noise", "shift invariance"),),
+    "lm-training": (C("lm-training", "the TransformerLM trained with the student's AdamW, cross-entropy, get_batch, "
+                                     "clipping and schedule: first loss, one batch overfit, the corpus curve against "
+                                     "the reference's on the same batches, the first non-finite value",
+                      "|first - ln V| <= 1; one batch under 1.0 in 40 steps; curve within 2e-2 relative",
+                      "probes/lm_train_brief.py: reference and correct corpus, seeds 0-4"),),
     "lm-causal": tuple(C(f"lm-{c}-causal", f"{c}: change of outputs before the last position when the last token "
                                            "changes", "0", "causal attention") for c in ("mha", "mha-rope", "block",
                                                                                          "lm")),

@@ -106,9 +106,13 @@ class Grader:
     def _commit(self, sub: Submission, result: dict, *, wall_s: float, host: str | None, graded_at: str | None,
                 report: bool = True, limits: dict | None = None, report_html: str | None = None) -> dict:
         """Grade, write results.json and the report, then result.json last (its presence means done)."""
+        result = dict(result)
+        if sub.left_out:      # what the bounded search left out, written here (the check never saw it)
+            from .runner import files_check
+            result["checks"] = [files_check(sub.left_out)] + [c for c in result.get("checks") or []
+                                                             if c.get("id") != "submission-files"]
         grade = rubric_mod.score(result, self.rubric)
         fault = fault_of(result)
-        result = dict(result)
         result["grade"] = grade
         grading = {"student": sub.student, "source": str(sub.path) if sub.path else None, "sha256": sub.sha256,
                    "key": sub.key, "harness_version": __version__, "options": self.opts.result_options(),
@@ -189,7 +193,13 @@ class Grader:
         todo = []
         try:
             for sub in subs:
-                _read(sub, self.opts)
+                try:
+                    _read(sub, self.opts)
+                except Exception as e:     # one student's files never stop the batch: that student's row
+                    sub.problem = f"could not read the submission: {type(e).__name__}: {e}"[:500]
+                    sub.fault = "grader" if isinstance(e, OSError) else "student"
+                if sub.left_out:
+                    self.log(f"left out of {sub.student}: " + "; ".join(sub.left_out)[:1000])
                 if sub.problem:
                     res = synthetic_result(str(sub.path or self.src / sub.student), "no-submission", sub.problem,
                                            student_fault=sub.fault == "student", opts=self.opts)

@@ -11,7 +11,7 @@ import click
 from . import rubric as rubric_mod
 from .grade import VISIBILITIES, GradeError, Grader, Options, gradescope_one
 
-_ASSIGNMENT = click.Choice(["auto", "reversal", "block"])
+_ASSIGNMENT = click.Choice(["auto", "reversal", "block", "lm"])
 
 
 class BadInput(click.ClickException):
@@ -60,7 +60,8 @@ def _rubric(path):
 def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb, scheduler, force, quick, assignment, seed, device,
           visibility, title, no_progress, warm):
     """Grade every submission in DIR into OUT: a .py/.ipynb file per student, or a folder per student
-    holding exactly one such file. The student id is the file's stem or the folder's name.
+    holding exactly one such file or one `lm` repository (a folder with tests/adapters.py). The student id
+    is the file's stem or the folder's name.
 
     \b
     OUT/students/<id>/result.json   check result + grade (score, max_score, breakdown)
@@ -127,7 +128,8 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
               help="Visibility of the autograder's stdout to the student.")
 def gradescope(submission_dir, results_path, rubric_path, timeout, memory, quick, assignment, seed, visibility,
                stdout_visibility):
-    """Entry point for Gradescope's autograder: grade the one .py/.ipynb in /autograder/submission and write
+    """Entry point for Gradescope's autograder: grade the one .py/.ipynb (or the one `lm` repository with
+    tests/adapters.py) in /autograder/submission and write
     /autograder/results/results.json. Exit status 0 once results.json is written; 2 on bad options."""
     rub = _rubric(rubric_path)
     opts = Options(assignment=assignment, seed=seed, quick=quick, timeout_s=timeout, memory_mb=memory,

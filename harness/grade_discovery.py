@@ -1,8 +1,14 @@
 """Grading, part 1: the options of a run, and what to grade in a folder (a file or a folder per student).
 
-A submission is a .py/.ipynb file in the folder, or a folder holding exactly one such file; the student id
-is the file's stem or the folder's name. Each one is read once, here, and keyed by its bytes' sha256, the
-harness version and the options that change results (the cache key of a resumable run).
+A submission is a .py/.ipynb file in the folder, or a folder holding exactly one such file, or a folder
+holding one `lm` repository (a folder with tests/adapters.py, at any depth: its Python files are the
+submission, read as repo_copy.select reads them). The student id is the file's stem or the folder's name.
+Each one is read once, here, and keyed by its bytes' sha256 (a repository: of its files' paths and bytes),
+the harness version and the options that change results (the cache key of a resumable run).
+
+A student's folder is searched with a bounded walk (tree_walk: breadth first, no recursion, depth and
+entry limits); what a limit left out is reported on that submission, and anything that goes wrong while
+searching one student's folder is that student's problem row, never the batch's.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from . import __version__
 SUFFIXES = (".py", ".ipynb")
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints", "__MACOSX", ".git", "node_modules"}
 MAX_SUBMISSION_BYTES = 20 * 1024 * 1024
+MAX_REPO_BYTES = 40 * 1024 * 1024           # a repository's Python files, together (repo_copy's bound)
 
 
 class GradeError(Exception):
@@ -65,22 +72,57 @@ class Submission:
     data: bytes | None = field(default=None, repr=False)
     sha256: str | None = None
     key: str | None = None
+    repo: bool = False           # path is an `lm` repository's root (it holds tests/adapters.py)
+    files: dict | None = field(default=None, repr=False)   # a repository's files: relative path -> bytes
+    left_out: list = field(default_factory=list)           # what the bounded search or copy did not read
 
 
 def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("~")
 
 
-def _candidates(folder: Path) -> list[Path]:
-    """The .py/.ipynb files in a student's folder, at any depth, not following links, skipping junk."""
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not _is_hidden(d) and d not in SKIP_DIRS)
-        for f in sorted(files):
-            p = Path(root) / f
-            if not _is_hidden(f) and p.suffix in SUFFIXES and not p.is_symlink():
-                found.append(p)
-    return found
+def _search(folder: Path):
+    """(the .py/.ipynb files, the repository roots, what was left out) of a student's folder: bounded, no links."""
+    from .tree_walk import walk
+    w = walk(folder, keep_dir=lambda name, depth: not _is_hidden(name) and name not in SKIP_DIRS,
+             keep_file=lambda name: not _is_hidden(name) and Path(name).suffix in SUFFIXES)
+    files = [p for p, _ in w.files]
+    repos = sorted({p.parent.parent for p in files if p.name == "adapters.py" and p.parent.name == "tests"},
+                   key=lambda p: (len(p.parts), str(p)))
+    return files, repos, w.skipped
+
+
+def _listing(paths, base: Path) -> str:
+    return ", ".join(str(p.relative_to(base)) or "." for p in paths[:6]) + (" ..." if len(paths) > 6 else "")
+
+
+def _in_folder(folder: Path, student: str, shown: str) -> Submission:
+    """The submission in one student's folder, or the problem row that says why there is none."""
+    files, repos, left = _search(folder)
+    note = f" (not searched: {'; '.join(left)})" if left else ""
+    if len(repos) == 1:
+        return Submission(student, repos[0], repo=True, left_out=list(left))
+    if len(repos) > 1:
+        return Submission(student, None, f"{shown} holds {len(repos)} repositories with tests/adapters.py "
+                                         f"({_listing(repos, folder)}); it must hold one")
+    if len(files) == 1:
+        return Submission(student, files[0], left_out=list(left))
+    if not files:
+        return Submission(student, None, f"{shown} has no .py or .ipynb file{note}")
+    return Submission(student, None, f"{shown} has {len(files)} .py/.ipynb files ({_listing(files, folder)}); it "
+                                     f"must hold exactly one, or one repository with tests/adapters.py")
+
+
+def _entry(src: Path, child: Path) -> Submission | None:
+    if child.is_symlink():
+        if child.suffix in SUFFIXES or child.is_dir():
+            return Submission(child.name, None, f"{child.name} is a symbolic link; links are not followed")
+        return None
+    if child.is_dir():
+        return _in_folder(child, child.name, f"the folder {child.name}/")
+    if child.is_file() and child.suffix in SUFFIXES:
+        return Submission(child.stem, child)
+    return None
 
 
 def discover(src: Path) -> tuple[list[Submission], list[str]]:
@@ -89,31 +131,22 @@ def discover(src: Path) -> tuple[list[Submission], list[str]]:
     for child in sorted(src.iterdir(), key=lambda p: p.name):
         if _is_hidden(child.name) or child.name in SKIP_DIRS:
             continue
-        if child.is_symlink():
-            if child.suffix in SUFFIXES or child.is_dir():
-                subs.append(Submission(child.name, None, f"{child.name} is a symbolic link; links are not followed"))
-            else:
-                ignored.append(child.name)
-        elif child.is_dir():
-            cands = _candidates(child)
-            if len(cands) == 1:
-                subs.append(Submission(child.name, cands[0]))
-            elif not cands:
-                subs.append(Submission(child.name, None, f"the folder {child.name}/ has no .py or .ipynb file"))
-            else:
-                names = ", ".join(str(p.relative_to(child)) for p in cands[:6]) + (" ..." if len(cands) > 6 else "")
-                subs.append(Submission(child.name, None, f"the folder {child.name}/ has {len(cands)} .py/.ipynb "
-                                                         f"files ({names}); it must hold exactly one"))
-        elif child.is_file() and child.suffix in SUFFIXES:
-            subs.append(Submission(child.stem, child))
-        else:
+        try:
+            sub = _entry(src, child)
+        except Exception as e:     # one student's folder never stops the batch: it is that student's row
+            sub = Submission(child.stem if child.suffix in SUFFIXES else child.name, None,
+                             f"could not search {child.name}: {type(e).__name__}: {e}"[:500],
+                             fault="grader" if isinstance(e, OSError) else "student")
+        if sub is None:
             ignored.append(child.name)
+        else:
+            subs.append(sub)
     # alice.py and alice.ipynb (or alice/ and alice.py): keep both, named by their full names
     counts: dict[str, int] = {}
     for s in subs:
         counts[s.student] = counts.get(s.student, 0) + 1
     for s in subs:
-        if counts[s.student] > 1 and s.path is not None and s.path.parent == src:
+        if counts[s.student] > 1 and s.path is not None and s.path.parent == src and not s.repo:
             s.student = s.path.name
     return subs, ignored
 
@@ -149,6 +182,8 @@ def _read(sub: Submission, opts: Options) -> None:
     """Read the bytes once: what is hashed is exactly what is graded."""
     if sub.path is None:
         return
+    if sub.repo:
+        return _read_repo(sub, opts)
     try:
         size = sub.path.stat().st_size
         if size > MAX_SUBMISSION_BYTES:
@@ -162,14 +197,42 @@ def _read(sub: Submission, opts: Options) -> None:
     sub.key = cache_key(sub.sha256, opts)
 
 
-def find_single(folder: Path) -> tuple[Path | None, str | None]:
-    """The one .py/.ipynb in Gradescope's submission folder, or why there is not exactly one."""
+def _read_repo(sub: Submission, opts: Options) -> None:
+    """A repository's files, as a check copies them (repo_copy.select: the adapters and what they import
+    first), keyed by their paths and bytes."""
+    from .repo_copy import ENTRY, select
+    if opts.assignment not in ("auto", "lm"):
+        sub.problem = (f"{sub.path.name}/ is a repository (tests/adapters.py): only assignment lm is graded from a "
+                       f"repository, and this run grades {opts.assignment}")
+        return
+    try:
+        chosen = select(sub.path)
+        files = {rel.as_posix(): p.read_bytes() for p, rel in chosen.files}
+    except OSError as e:
+        sub.problem, sub.fault = f"cannot read {sub.path}: {e.strerror or e}", "grader"
+        return
+    sub.left_out += chosen.skipped
+    if ENTRY.as_posix() not in files:
+        sub.problem = f"{sub.path.name}/tests/adapters.py could not be read ({'; '.join(chosen.skipped)[:300]})"
+        return
+    total = sum(len(b) for b in files.values())
+    if total > MAX_REPO_BYTES:
+        sub.problem = f"the repository's Python files are {total / 2**20:.0f} MB; the limit is {MAX_REPO_BYTES // 2**20} MB"
+        return
+    sub.files = files
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(json.dumps([rel, _sha256(files[rel])]).encode())
+    sub.sha256 = h.hexdigest()
+    sub.key = cache_key(sub.sha256, opts)
+
+
+def submission_in(folder: Path) -> Submission:
+    """Gradescope's one submission (a file or a repository) as a Submission, or its problem row."""
     if not folder.is_dir():
         raise GradeError(f"the submission folder {folder} does not exist")
-    cands = _candidates(folder)
-    if len(cands) == 1:
-        return cands[0], None
-    if not cands:
-        return None, "no .py or .ipynb file was submitted"
-    names = ", ".join(str(p.relative_to(folder)) for p in cands[:6])
-    return None, f"{len(cands)} .py/.ipynb files were submitted ({names}); submit exactly one"
+    try:
+        return _in_folder(folder, "submission", "the submission")
+    except Exception as e:         # noqa: BLE001 - the results must still be written
+        return Submission("submission", None, f"could not search the submission: {type(e).__name__}: {e}"[:500],
+                          fault="grader" if isinstance(e, OSError) else "student")

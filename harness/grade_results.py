@@ -48,18 +48,33 @@ def grade_one(job: dict, checker=None) -> dict:
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="mtxdiag-grade-"))
     try:
-        path = tmp / _safe_name(job["filename"])
-        path.write_bytes(job["data"])
+        if job.get("files") is not None:      # an lm repository: its files under a folder of the same name
+            path = tmp / (re.sub(r"[^A-Za-z0-9_.-]", "_", job["filename"])[:80] or "repo")
+            _write_files(path, job["files"])
+        else:
+            path = tmp / _safe_name(job["filename"])
+            path.write_bytes(job["data"])
         result = checker(path, assignment=job["assignment"], seed=job["seed"], device=job["device"],
                          quick=job["quick"], limits=Limits(**job["limits"]))
         result = _replace_strings(result, str(path), job["display"])
         result = _replace_strings(result, str(tmp), str(Path(job["display"]).parent))
         out = {"result": result, "wall_s": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
-        if job.get("render") and path.is_file():
+        if job.get("render") and path.exists():
             out["report_html"] = _render(result, path, job["display"])
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_files(root: Path, files: dict) -> None:
+    """A repository's files under root; a path that would leave root (absolute, '..') is a grader fault."""
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"a repository file path that is not relative to it: {rel!r}")
+        dst = root.joinpath(*parts)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
 
 
 def _render(result: dict, copy: Path, display: str) -> str | None:
@@ -75,8 +90,11 @@ def _render(result: dict, copy: Path, display: str) -> str | None:
 
 
 def _job(sub: Submission, opts: Options) -> dict:
-    return {"student": sub.student, "filename": sub.path.name, "data": sub.data, "display": str(sub.path),
-            **opts.result_options(), "limits": opts.limits()}
+    job = {"student": sub.student, "filename": sub.path.name, "data": sub.data, "display": str(sub.path),
+           **opts.result_options(), "limits": opts.limits()}
+    if sub.repo:
+        job.update(files=sub.files, assignment="lm")
+    return job
 
 
 def synthetic_result(display: str, kind: str, reason: str, *, student_fault: bool, opts: Options) -> dict:

@@ -32,7 +32,7 @@ def _grade_local(grader, todo, summary, progress):
             except Exception as e:
                 outcome, exc = None, e
             grader._finish(sub, outcome, exc, summary, progress)
-            sub.data = None
+            sub.data = sub.files = None
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         _stop_children()
@@ -67,7 +67,7 @@ def _grade_dask(grader, todo, summary, progress):
             except Exception as e:
                 outcome, exc = None, e
             grader._finish(sub, outcome, exc, summary, progress)
-            sub.data = None
+            sub.data = sub.files = None
     except BaseException:
         try:
             client.cancel(list(futures))

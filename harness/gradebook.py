@@ -115,7 +115,18 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
             "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags],
             "seconds": round(float(seconds), 1) if isinstance(seconds, (int, float)) else None,
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
-            "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}"}
+            "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}",
+            "components_lost": components_lost(grade)}
+
+
+def components_lost(grade: dict) -> list[tuple[str, str]]:
+    """Assignment lm: (component, cause or '') of each component charged points (not those that only inherit
+    another's failure): what the per-component "what to re-teach" counts."""
+    out = []
+    for b in grade.get("breakdown") or []:
+        if isinstance(b, dict) and b.get("kind") == "component" and b.get("charged", True):
+            out.append((str(b.get("id")), str(b.get("cause") or "")))
+    return out
 
 
 def _num(x) -> str:
@@ -170,6 +181,20 @@ def cause_summary(rows: list[dict]) -> list[dict]:
             for cid, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
+def component_summary(rows: list[dict]) -> list[dict]:
+    """Assignment lm: how many students lose points on each component, most common first, with the causes
+    diagnosed there (most common first)."""
+    counts, causes = Counter(), {}
+    for r in rows:
+        for comp, cause in dict(r.get("components_lost") or []).items():
+            counts[comp] += 1
+            causes.setdefault(comp, Counter())[cause or "(no diagnosis)"] += 1
+    n = max(1, sum(1 for r in rows if r["verdict"] != "pending"))
+    return [{"id": comp, "count": k, "share": k / n,
+             "title": ", ".join(f"{c} ({m})" for c, m in causes[comp].most_common(4))}
+            for comp, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def stats(rows: list[dict]) -> dict:
     scores = [r["score"] for r in rows if isinstance(r["score"], (int, float))]
     maxes = {r["max_score"] for r in rows if r["max_score"] is not None}
@@ -186,7 +211,7 @@ def html_text(rows: list[dict], *, title: str = "mtxdiag gradebook", rubric_name
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     return env.get_template("gradebook.html").render(
-        title=title, rows=rows, causes=cause_summary(rows), stats=stats(rows), rubric_name=rubric_name,
+        title=title, rows=rows, causes=cause_summary(rows), components=component_summary(rows), stats=stats(rows), rubric_name=rubric_name,
         options=options, version=__version__,
         built=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))
 

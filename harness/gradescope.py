@@ -12,7 +12,7 @@ from pathlib import Path
 from . import __version__
 from . import rubric as rubric_mod
 from .api import write_json_atomic
-from .grade_discovery import Options, Submission, find_single
+from .grade_discovery import GradeError, Options, _read, submission_in
 from .grade_results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
@@ -25,16 +25,14 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
     tests = []
-    if result.get("assignment") == "lm" and result.get("verdict") != "error":
-        from .lmdiag import rubric as lm_rubric           # one test per component, its diagnosis as markdown
-        from .rubric import lm_components
-        comps = lm_components(result)
-        for d in result.get("diagnoses", []):
-            if d.get("component") in comps:
-                comps[d["component"]].update(evidence=d.get("evidence", [])[:4], confidence=d.get("confidence"))
+    if result.get("assignment") == "lm" and result.get("verdict") != "error" and grade.get("components"):
+        from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
         return {"score": score, "max_score": max_score, "output": f"mtxdiag: {result.get('verdict')}",
-                "tests": lm_rubric.gradescope_tests(comps, visibility=visibility),
+                "tests": gradescope_tests(result, grade, visibility=visibility),
                 "stdout_visibility": stdout_visibility,
+                "extra_data": {"verdict": result.get("verdict"), "fault": fault_of(result),
+                               "causes": [d.get("id") for d in result.get("diagnoses", [])],
+                               "harness_version": __version__},
                 **({"execution_time": round(execution_time, 1)} if execution_time is not None else {})}
 
     def loc_text(loc):
@@ -100,27 +98,39 @@ def gradescope_one(submission_dir, results_path, *, options: Options | None = No
     opts = options or Options()
     rub = rubric if rubric is not None else rubric_mod.load()
     folder = Path(submission_dir)
-    path, problem = find_single(folder)
+    results_path = Path(results_path)
+    try:            # never leave an earlier run's results for Gradescope to read if this one fails
+        results_path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise GradeError(f"cannot replace {results_path}: {e.strerror or e}") from None
+    sub = submission_in(folder)
     t0 = time.monotonic()
-    data = None
-    if path is not None:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            problem = f"cannot read {path.name}: {e}"
-    if problem:
-        result = synthetic_result(str(path or folder), "no-submission", problem, student_fault=True, opts=opts)
+    _read(sub, opts)
+    shown = str(sub.path or folder)
+    if sub.problem:
+        result = synthetic_result(shown, "no-submission", sub.problem, student_fault=sub.fault == "student",
+                                  opts=opts)
     else:
-        sub = Submission(path.stem, path, data=data)
         try:
             outcome = grade_one(_job(sub, opts), checker)
             result = outcome["result"]
             if not looks_valid(result):
                 raise ValueError("malformed result")
         except Exception as e:
-            result = synthetic_result(str(path), "grader-fault", f"grading failed in the grader: "
+            result = synthetic_result(shown, "grader-fault", f"grading failed in the grader: "
                                       f"{type(e).__name__}: {e}", student_fault=False, opts=opts)
-    grade = rubric_mod.score(result, rub)
+    if sub.left_out:
+        from .runner import files_check
+        result = dict(result, checks=[files_check(sub.left_out)] + [c for c in result.get("checks") or []
+                                                                   if c.get("id") != "submission-files"])
+    try:
+        grade = rubric_mod.score(result, rub)
+    except Exception as e:          # Gradescope must read a result, never an earlier run's
+        result = synthetic_result(shown, "grader-fault", f"scoring failed in the grader: {type(e).__name__}: {e}",
+                                  student_fault=False, opts=opts)
+        grade = rubric_mod.score(result, rub)
     out = gradescope_results(result, grade, visibility=opts.visibility, stdout_visibility=opts.stdout_visibility,
                              execution_time=time.monotonic() - t0)
     write_json_atomic(out, results_path)

@@ -19,7 +19,7 @@ except ImportError:  # Python 3.10
 
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
 TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks",
-            "lm"}   # [lm]: per-component credit of assignment lm, validated by harness/lmdiag/rubric.py
+            "lm"}   # [lm]: per-component credit of assignment lm (harness/rubric_lm.py)
 
 
 class RubricError(ValueError):
@@ -36,6 +36,7 @@ class Rubric:
     checks: dict = field(default_factory=dict)   # check id -> points (float) or "all"
     source: str = "<default>"
     digest: str = ""                             # sha256 of the rubric text: scores depend on it, results do not
+    lm: dict = field(default_factory=dict)       # assignment lm's [lm] table (rubric_lm.parse_table); {}: the default's
 
     def points(self, value) -> float:
         return self.max_score if value == "all" else float(value)
@@ -101,10 +102,17 @@ def parse(text: str, source: str = "<string>") -> Rubric:
                 raise _unknown(kind, key, known, f"{source} [{table}]")
             out[key] = _number(value, f"{source} [{table}] {key}", allow_all=True)
         tables[table] = out
+    lm = {}
+    if "lm" in data:
+        from .rubric_lm import LmTableError, parse_table
+        try:
+            lm = parse_table(data["lm"], source)
+        except LmTableError as e:
+            raise RubricError(str(e)) from None
     return Rubric(name=name, max_score=max_score, error_score=error_score,
                   default_deduction=default if default == "all" else float(default),
                   causes=tables["causes"], checks=tables["checks"], source=source,
-                  digest=hashlib.sha256(text.encode("utf-8")).hexdigest())
+                  digest=hashlib.sha256(text.encode("utf-8")).hexdigest(), lm=lm)
 
 
 def load(path: str | Path | None = None) -> Rubric:
@@ -140,7 +148,7 @@ def score(result: dict, rubric: Rubric) -> dict:
                                "points": _round(rubric.error_score - rubric.max_score),
                                "title": f"the check could not finish: {reason}"}]}
     if result.get("assignment") == "lm":
-        return lm_score(result)
+        return lm_score(result, rubric)
     total = 0.0
     seen = set()
     for d in result.get("diagnoses", []):
@@ -161,25 +169,16 @@ def score(result: dict, rubric: Rubric) -> dict:
     return {"score": _round(value), "max_score": rubric.max_score, "rubric": rubric.name, "breakdown": breakdown}
 
 
-def lm_components(result: dict) -> dict:
-    """{component: {status, cause}} from a validated `lm` result: what the per-component rubric reads."""
-    causes = {d.get("component"): d.get("id") for d in result.get("diagnoses", []) if d.get("component")}
-    out = {}
-    for c in result.get("checks", []):
-        cid = str(c.get("id", ""))
-        comp = cid[3:] if cid.startswith("lm-") else None
-        if comp is None or "-properties" in cid or cid.endswith("-causal") or cid in ("lm-imports", "lm-out-of-scope"):
-            continue
-        status = {"pass": "pass", "fail": "fail", "error": "fail"}.get(c.get("status"), "not-implemented")
-        out[comp] = {"status": status, "cause": causes.get(comp)}
-    return out
+def lm_table(rubric: Rubric) -> dict:
+    """The rubric's [lm] table, or the default rubric's when it has none."""
+    if rubric.lm:
+        return rubric.lm
+    return load().lm
 
 
-def lm_score(result: dict) -> dict:
-    """Assignment `lm`: partial credit per component ([lm] in the rubric); one bug does not zero the grade."""
-    from .lmdiag import rubric as lm_rubric
-    s = lm_rubric.score(lm_components(result))
-    return {"score": _round(s["score"]), "max_score": s["max_score"], "rubric": "lm per component",
-            "breakdown": [{"kind": "component", "id": r["component"], "points": _round(r["points"] - r["max_points"]),
-                           "title": f"{r['component']}: {r['why']}" + (f" ({r['cause']})" if r.get("cause") else "")}
-                          for r in s["components"] if r["points"] < r["max_points"]]}
+def lm_score(result: dict, rubric: Rubric) -> dict:
+    """Assignment `lm`: partial credit per component (harness/rubric_lm.py); one bug does not zero the grade."""
+    from . import rubric_lm
+    s = rubric_lm.score(result, lm_table(rubric), rubric.causes, rubric.points)
+    return {"score": _round(s["score"]), "max_score": s["max_score"], "rubric": rubric.name,
+            "breakdown": s["breakdown"], "components": s["components"]}

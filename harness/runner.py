@@ -46,7 +46,8 @@ MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
 EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
-PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation")   # check ids only the parent may report
+PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
+                 "submission-files")   # check ids only the parent may report
 
 
 @dataclass
@@ -123,9 +124,10 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     chan = ResultChannel(nonce, t0, on_event)
     run = None
     try:
+        left_out: list = []
         if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
             name = "repo"
-            static = copy_repo(submission, work / name, _static_findings, shown)
+            static = copy_repo(submission, work / name, _static_findings, shown, left_out)
         else:
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
@@ -166,8 +168,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
         for d in (res, out, err):
             d.join(timeout=5)
         breach = [f"the run changed its warm worker (which was retired): {p}" for p in getattr(run, "poisoned", [])]
-        return _outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static, shown,
-                        assignment, isolation, device, lim, time.monotonic() - t0, breach, allowed)
+        return with_files_note(_outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static,
+                                        shown, assignment, isolation, device, lim, time.monotonic() - t0, breach,
+                                        allowed), left_out)
     except OSError as e:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",
                             seconds=time.monotonic() - t0, isolation=isolation)
@@ -405,6 +408,20 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                      "data": dict(flood, source="parent"), "location": None})
     payload["checks"] = mine + checks
     return payload
+
+
+def with_files_note(outcome: ChildOutcome, left_out: list) -> ChildOutcome:
+    """What the copy of a repository left out (repo_copy.select), as an info check the parent writes."""
+    if left_out and isinstance(outcome.payload, dict):
+        outcome.payload = dict(outcome.payload)
+        outcome.payload["checks"] = [files_check(left_out)] + list(outcome.payload.get("checks") or [])
+    return outcome
+
+
+def files_check(left_out: list) -> dict:
+    return {"id": "submission-files", "status": "info", "measured": {"left_out": left_out[:20]},
+            "expected": "every file of the submission read", "detail": "; ".join(left_out)[:1500],
+            "data": {"left_out": left_out[:20], "source": "parent"}, "location": None}
 
 
 def _why_died(rc, stderr: str, lim: Limits):

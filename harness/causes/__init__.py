@@ -8,7 +8,7 @@ from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, 
                causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_digits_missing,
                data_not_reversed, decode_stops_early, dropout_at_inference, encoder_in_decode_loop,
                eval_mode_training, forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step,
-               heads_split_wrong, inf_mask_nan, learning_rate_too_low, lm_component, load_failures,
+               heads_split_wrong, inf_mask_nan, learning_rate_too_low, lm_component, lm_training, load_failures,
                make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, optimizer_missing_parameters, pad_not_ignored,
                padding_mask_inverted, padding_mask_missing, positional_encoding_formula,
@@ -27,7 +27,7 @@ RULES = (
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early,
-) + lm_component.RULES   # lm: objects, one per component and kind of failure (see lm_component.py)
+) + lm_component.RULES + lm_training.RULES   # lm: objects, one per component and kind of failure
 
 
 def _first_per_id(causes) -> tuple:

@@ -101,7 +101,9 @@ class ComponentRule:
         below = {comp} | {x[3:] for x in _downstream(comp)}
         props = [p for p in ev.by_id.values() if (p.get("data") or {}).get("property")
                  and (p.get("data") or {}).get("component") in below]
-        explains = (f"lm-{comp}",) + _downstream(comp) + tuple(p["id"] for p in props)
+        trained = ((ev.get("lm-training") or {}).get("data") or {}).get("component")   # where training failed
+        explains = (f"lm-{comp}",) + _downstream(comp) + tuple(p["id"] for p in props) + \
+            (("lm-training",) if trained == comp or f"lm-{trained}" in _downstream(comp) else ())
         own = [p for p in props if p["status"] == "fail" and p["data"]["component"] == comp]
         fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None
         if self.kind in ("mismatch", "error") and fp and fp.get("cause"):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
-               decoding, lm_components, lm_properties, lm_training, model_wiring, overfit, padding,
+               decoding, lm_components, lm_properties, lm_train_brief, lm_training, model_wiring, overfit, padding,
                positional, properties, training)
 
 
@@ -41,6 +41,8 @@ LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tu
     Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, ("lm",), "quick"),
     Probe("lm-softmax-properties", lm_properties.softmax, ("lm",), "quick"),
     Probe("lm-causal", lm_properties.causal, ("lm",), "quick"),
+    # full checks: the whole model trained briefly with the student's own training pieces
+    Probe("lm-training", lm_train_brief.brief_training, ("lm",), "train", side=True),
 )
 
 PROBES = (

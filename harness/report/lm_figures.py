@@ -178,3 +178,36 @@ def lr_schedule(art) -> Figure:
     cap = (f"Yours follows the reference at every iteration ({settings})." if math.isfinite(dev) and dev <= 1e-6
            else f"Largest difference from the reference: {_sci(dev)} ({settings}).")
     return to_figure(fig, alt, cap)
+
+
+def training_curve(art) -> Figure:
+    """The brief training: your loss per step on the corpus and on one batch, the reference's beside each."""
+    if not isinstance(art, dict):
+        raise FigureError("the training measurement is not a table")
+    loss, ref = _array(art.get("loss"), 1000), _array(art.get("ref"), 1000)
+    fit, fit_ref = _array(art.get("overfit"), 1000), _array(art.get("overfit_ref"), 1000)
+    if ref is None or fit_ref is None:
+        raise FigureError("the reference's losses are missing")
+    fig = new_figure(6.0, 2.8)
+    ax = fig.axes(0.1, 0.17, 0.88, 0.78)
+    ax.line(np.arange(len(ref)), ref, BLUE, lw=1.6, label="reference, corpus")
+    ax.line(np.arange(len(fit_ref)), fit_ref, GREY, lw=1.6, label="reference, one batch")
+    if loss is not None and np.isfinite(loss).any():
+        ax.line(np.arange(len(loss)), loss, ORANGE, lw=1.2, ls="--", marker="o", label="yours, corpus")
+    if fit is not None and np.isfinite(fit).any():
+        ax.line(np.arange(len(fit)), fit, VERMILION, lw=1.2, ls="--", label="yours, one batch")
+    lnv = num(art.get("ln_vocab"))
+    if math.isfinite(lnv):
+        ax.hline(lnv, GREY, lw=0.6, ls=":")
+    ax.xlabel("step")
+    ax.ylabel("cross-entropy loss")
+    ax.legend("upper right")
+    nan = art.get("nan") if isinstance(art.get("nan"), dict) else None
+    end = f"yours ends at {loss[-1]:.3g}, the reference at {ref[-1]:.3g}" if loss is not None and len(loss) else \
+        "yours recorded no loss"
+    alt = (f"Loss per training step of your model with your training pieces against the reference's on the same "
+           f"batches from the same weights; {end}; dotted line: ln(vocab) = {lnv:.3g}.")
+    cap = (f"A non-finite value at step {nan.get('step')} ({nan.get('stage')}). " if nan else "") + \
+        f"On the corpus {end}; on one batch yours ends at " + \
+        (f"{fit[-1]:.3g}" if fit is not None and len(fit) else "?") + f", the reference at {fit_ref[-1]:.3g}."
+    return to_figure(fig, alt, cap)

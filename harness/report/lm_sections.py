@@ -18,6 +18,7 @@ SECTIONS = [
     ("lm-rope", "RoPE: scores against the relative position", "lm_rope_scores", "rope", LF.rope_relative),
     ("lm-causal", "Causal structure of your language model", "lm_dependency", "lm", LF.lm_causal),
     ("lm-schedule", "Learning-rate schedule", "lm_lr_schedule", "lr-schedule", LF.lr_schedule),
+    ("lm-training", "Brief training: your loss beside the reference's", "lm_training", "lm", LF.training_curve),
 ]
 
 INTRO = {
@@ -32,10 +33,16 @@ INTRO = {
     "lm-schedule": "Your run_get_lr_cosine_schedule at every iteration of one setting (max 1, min 0.1, warmup 7, "
                    "cosine cycle to 21, then 5 more), against the reference: a linear warmup, a cosine down to the "
                    "minimum, then flat at the minimum.",
+    "lm-training": "Your TransformerLM (2 layers, d_model 16) trained with your AdamW, cross-entropy, gradient "
+                   "clipping and cosine schedule on the batches your run_get_batch draws from a 1,018-character "
+                   "corpus, beside the reference's pieces on the same batches from the same weights; and 25 steps "
+                   "on one batch. Correct code follows the reference's curve to float32 rounding (1e-5 relative). "
+                   "A full check only.",
 }
 
 CHECK_SECTION = {"lm-rope-relative": "lm-rope", "lm-rope-identity-at-0": "lm-rope", "lm-rope-norm": "lm-rope",
-                 "lm-rope": "lm-rope", "lm-lm-causal": "lm-causal", "lm-lr-schedule": "lm-schedule"}
+                 "lm-rope": "lm-rope", "lm-lm-causal": "lm-causal", "lm-lr-schedule": "lm-schedule",
+                 "lm-training": "lm-training"}
 TITLES = {sid: title for sid, title, *_ in SECTIONS}
 
 
