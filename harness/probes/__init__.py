@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
-               decoding, lm_components, lm_properties, lm_training, model_wiring, overfit, padding,
+               decoding, embedding, lm_components, lm_properties, lm_training, model_wiring, overfit, padding,
                positional, properties, training)
 
 
@@ -62,7 +62,7 @@ PROBES = (
     Probe("residual", model_wiring.residual, R, "quick"),
     Probe("cross-wiring", model_wiring.cross_wiring, R, "quick"),
     Probe("stateless-forward", model_wiring.stateless, R, "quick"),
-    Probe("embedding-scale", model_wiring.embedding_scale, R, "quick"),
+    Probe("embedding-scale", embedding.embedding_scale, R, "quick"),
     Probe("long-inputs", positional.long_inputs, R, "quick"),
     Probe("decode", decoding.encoder_calls, R, "quick"),
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
