@@ -72,6 +72,14 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                           "them, and the factor from the embedding's lookup to it",
                           "> 0.8, or a factor >= sqrt(d)/2", "reference 2.5 (factor 8); missing scale 0.31 "
                           "(factor 1); GPT-2 init with x sqrt(d) ~0.2 (factor 8)"),),
+    "structure": (C("distinct-layers", "entries of one ModuleList/Sequential that are one object or share a "
+                                       "parameter", "0", "the contract: n layers"),
+                  C("distinct-attention", "attention modules called in two roles (self and cross) in one pass",
+                    "none", "the contract: a decoder layer has two attention modules"),
+                  C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
+                    ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1")),
+    "block-structure": (C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
+                          ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1"),),
     "long-inputs": (C("long-inputs", "forward on sequences up to max_len", "runs", "the contract's max_len",
                       compares=True),),
     "decode": (C("decode-encoder-calls", "model.encode calls per greedy_decode", "1", "the lesson"),

@@ -12,7 +12,7 @@ from typing import Callable
 
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
                decoding, embedding, lm_components, lm_properties, lm_training, model_wiring, overfit, padding,
-               positional, properties, training)
+               positional, properties, structure, training)
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ PROBES = (
     Probe("cross-wiring", model_wiring.cross_wiring, R, "quick"),
     Probe("stateless-forward", model_wiring.stateless, R, "quick"),
     Probe("embedding-scale", embedding.embedding_scale, R, "quick"),
+    Probe("structure", structure.structure, R, "quick"),
     Probe("long-inputs", positional.long_inputs, R, "quick"),
     Probe("decode", decoding.encoder_calls, R, "quick"),
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
@@ -79,5 +80,6 @@ PROBES = (
     Probe("block-permutation", block_wiring.permutation, B, "quick"),
     Probe("block-causal", block_causal.causal, B, "quick"),
     Probe("block-residual", block_wiring.residual, B, "quick"),
+    Probe("block-structure", structure.block_structure, B, "quick"),
     Probe("block-lm", block_lm.lm, B, "train", side=True),
 ) + LM_PROBES
