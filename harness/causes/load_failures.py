@@ -43,7 +43,8 @@ GRADER = Cause("grader-fault", "The grader itself failed", "An internal error of
 TAMPER = Cause("tampering", "The submission changes torch or the harness",
                "The code replaces functions of torch, builtins or the harness that the checks rely on.",
                "Checks could be fooled; tampering is itself a finding.", "", "Do not monkeypatch torch, builtins "
-                                                                              "or the grader.")
+                                                                              "or the grader.",
+               mechanism="the guard's record of torch, builtins or harness functions the submission replaced")
 UNEXPLAINED = Cause("unexplained-failure", "A check failed without a known cause",
                     "A measurement is outside the range correct implementations give, and no catalogued cause "
                     "matches.", "", "", "Read the failing check's measured and expected values below.")
