@@ -78,6 +78,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                     "none", "the contract: a decoder layer has two attention modules"),
                   C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
                     ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1")),
+    "block-causal-off": (C("block-causal-off", "largest change of an earlier output when a later token changes, "
+                                               "causal off", "> 1e-6", "correct: O(0.1); a block that ignores "
+                                               "causal=False: 0 exactly"),),
     "block-structure": (C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
                           ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1"),),
     "long-inputs": (C("long-inputs", "forward on sequences up to max_len", "runs", "the contract's max_len",

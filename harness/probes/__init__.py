@@ -75,6 +75,7 @@ PROBES = (
     # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
     Probe("pe", positional.table, B, "static"),
     Probe("pe-relative", positional.pe_relative, B, "static"),
+    Probe("block-causal-off", block_causal.causal_off, B, "quick"),   # before any probe assumes the flag
     Probe("block-rows-sum", block_attention.rows_sum, B, "quick"),
     Probe("block-saturation", block_attention.saturation, B, "quick"),
     Probe("block-permutation", block_wiring.permutation, B, "quick"),
