@@ -116,8 +116,10 @@ def residual(ctx):
 
 
 def _same(a, b) -> bool:
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
-        bool(torch.equal(a.detach(), b.detach()))
+    """The same values (nested tensors from nn.TransformerEncoder's fast path have no shape to compare)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.is_nested or b.is_nested:
+        return False
+    return a.shape == b.shape and bool(torch.equal(a.detach(), b.detach()))
 
 
 def cross_wiring(ctx):
