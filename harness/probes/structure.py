@@ -174,8 +174,8 @@ def structure(ctx):
 def block_structure(ctx):
     """block: one TransformerBlock (its feed-forward and attention)."""
     from .block import inputs, make_block, run_block
-    with ctx.construction_sites():
-        block = make_block(ctx, 16, 2, 32)
+    block = make_block(ctx, 16, 2, 32)     # lines from the attribute assignments (no construction sites here:
+    # they patch nn.Module.__init__, which the guard must find unchanged when a student call ends)
     x = inputs(ctx, 6, 16, offset=29)
 
     def run():
