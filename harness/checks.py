@@ -95,7 +95,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "decode-batch-rows": (C("decode-batch-rows", "rows of a batch of 8 equal-length sources whose greedy tokens "
                                                  "(up to EOS) differ from the source decoded alone", "0",
                             "decoding a row does not depend on the other rows", compares=True),),
-    "train-trace": (C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
+    "train-trace": (C("train-runs-model", "forward passes of the model given to train() during its optimizer steps",
+                      "> 0", "train(model) trains that model"),
+                    C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
                       "the lesson's schedule"),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),
                     C("train-pad-ignored", "gradient of the loss at PAD targets", "0", "ignore_index=PAD"),

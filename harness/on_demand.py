@@ -172,12 +172,14 @@ def _provide(judge: _Judge, name: str, path: str, done: list, seen: set, depth: 
     binders = judge.binders.get(name)
     if not binders:
         return
-    stmt, entry = binders[-1]               # the value the script would leave: its last binding
+    # The last binding that only builds objects: `model = MiniTransformer()` rather than a later
+    # `model = train(model)`, which a function called by that training sees the first value of anyway.
+    judged = [(stmt, entry, judge.stmt_ok(stmt)) for stmt, entry in binders]
+    stmt, entry, why = next((b for b in reversed(judged) if b[2] is None), judged[-1])
     line = entry.get("line")
     if name in seen or depth > MAX_DEPTH:
         raise NotProvided(f"`{name}` (line {line}) depends on itself or on too long a chain of skipped code", line)
     seen.add(name)
-    why = judge.stmt_ok(stmt)
     if why:
         raise NotProvided(f"`{name}` is defined at line {line} by top-level code the harness does not run: "
                           f"{why}", line)

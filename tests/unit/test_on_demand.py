@@ -124,3 +124,27 @@ def test_a_name_nothing_defines_stays_the_students_name_error(tmp_path):
     src, mod = _load(tmp_path, "def f():\n    return undefined_thing + 1\n", "undefined")
     with pytest.raises(NameError):
         on_demand.run_needing_names(mod.f, mod.__dict__, src, Skip)
+
+
+REBOUND = '''import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def train(net):
+    return model
+
+
+model = Net()
+model = train(model)
+'''
+
+
+def test_the_last_binding_that_only_builds_is_used_not_the_experiment_after_it(tmp_path):
+    src, mod = _load(tmp_path, REBOUND, "rebound")
+    got, done = on_demand.run_needing_names(lambda: mod.train(None), mod.__dict__, src, Skip)
+    assert type(got).__name__ == "Net" and [e["line"] for e in done] == [14]
