@@ -44,7 +44,8 @@ def _attr_line(ctx, owner, child) -> int | None:
 
 def _line(ctx, model, mod) -> int | None:
     """Where a module was built: its construction site, else the attribute assignment in its owner."""
-    line = ctx.built_at(mod)
+    # construction sites are recorded for the student's classes only (ids of other modules may be reused)
+    line = ctx.built_at(mod) if type(mod).__module__ == getattr(ctx.module, "__name__", None) else None
     if line:
         return line
     for owner in model.modules():
