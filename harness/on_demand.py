@@ -174,8 +174,10 @@ def _provide(judge: _Judge, name: str, path: str, done: list, seen: set, depth: 
         return
     # The last binding that only builds objects: `model = MiniTransformer()` rather than a later
     # `model = train(model)`, which a function called by that training sees the first value of anyway.
+    # (`model = model.to(device)` reads its own earlier value: the binding before it is used instead)
     judged = [(stmt, entry, judge.stmt_ok(stmt)) for stmt, entry in binders]
-    stmt, entry, why = next((b for b in reversed(judged) if b[2] is None), judged[-1])
+    stmt, entry, why = next((b for b in reversed(judged) if b[2] is None and name not in _reads(b[0])),
+                            judged[-1])
     line = entry.get("line")
     if name in seen or depth > MAX_DEPTH:
         raise NotProvided(f"`{name}` (line {line}) depends on itself or on too long a chain of skipped code", line)
@@ -200,20 +202,36 @@ def _provide(judge: _Judge, name: str, path: str, done: list, seen: set, depth: 
     done.append(entry)
 
 
+def _raising_module(exc: BaseException, sources: list):
+    """(globals, [source]) of the innermost frame that raised, when it runs one of the sources' files: in a
+    repository (lm) the name is missing from that module, not from the one the caller holds."""
+    tb, frame = exc.__traceback__, None
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+    by_path = {getattr(s, "code_path", None): s for s in sources}
+    if frame is not None and frame.f_code.co_filename in by_path:
+        return frame.f_globals, [by_path[frame.f_code.co_filename]]
+    return None
+
+
 def run_needing_names(fn, namespace: dict, sources, skip_exc, code_path: str | None = None, attempts: int = 6):
     """fn(); each NameError for a name only skipped code binds is provided and fn run again. A name that cannot
     be provided safely raises skip_exc(reason): the measurement could not be made, the student is not blamed.
-    Returns (fn's result, the entries evaluated)."""
+    The name is provided in the module whose code raised (the innermost frame of one of `sources`' files), else
+    in `namespace`. Returns (fn's result, the entries evaluated)."""
     done: list[dict] = []
+    sources = sources if isinstance(sources, (list, tuple)) else [sources]
     for _ in range(attempts):
         try:
             return fn(), done
         except BaseException as e:
-            name = missing_name(getattr(e, "exc", None) or e)
-            if name is None or name in namespace:
+            exc = getattr(e, "exc", None) or e
+            name = missing_name(exc)
+            ns, srcs = _raising_module(exc, sources) or (namespace, sources)
+            if name is None or name in ns:
                 raise
             try:
-                got = provide(namespace, sources, name, code_path)
+                got = provide(ns, srcs, name, code_path)
             except NotProvided as why:
                 where = getattr(e, "where", None)
                 raise skip_exc(f"{where + ' needs' if where else 'needs'} a name from code the harness does "

@@ -135,16 +135,33 @@ class Net(nn.Module):
         self.lin = nn.Linear(2, 2)
 
 
-def train(net):
+def train(net, steps=2):
+    for _ in range(steps):
+        model(None)
     return model
+
+
+class Ident(nn.Module):
+    def forward(self, x):
+        return x
 
 
 model = Net()
 model = train(model)
+model = model.eval()
 '''
 
 
 def test_the_last_binding_that_only_builds_is_used_not_the_experiment_after_it(tmp_path):
     src, mod = _load(tmp_path, REBOUND, "rebound")
-    got, done = on_demand.run_needing_names(lambda: mod.train(None), mod.__dict__, src, Skip)
-    assert type(got).__name__ == "Net" and [e["line"] for e in done] == [14]
+    got, done = on_demand.run_needing_names(lambda: mod.train(None, steps=0), mod.__dict__, src, Skip)
+    assert type(got).__name__ == "Net" and [e["line"] for e in done] == [21]
+
+
+def test_the_name_is_provided_in_the_module_whose_code_raised(tmp_path):
+    """A repository (lm): the function that needs the name lives in another module than the caller's."""
+    src_a, mod_a = _load(tmp_path, HELPERS, "repo_a")
+    src_b, mod_b = _load(tmp_path, "def call(f):\n    return f()\n", "repo_b")
+    opt, done = on_demand.run_needing_names(lambda: mod_b.call(mod_a.train), mod_b.__dict__, [src_b, src_a], Skip)
+    assert type(opt).__name__ == "Adam" and "make_optimizer" in mod_a.__dict__
+    assert "make_optimizer" not in mod_b.__dict__
