@@ -68,8 +68,21 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                        "kv in every decoder layer, never query", "the lesson")),
     "stateless-forward": (C("stateless-forward", "change of the output for batch B after seeing batch A",
                             "< 1e-5", "correct: 0", compares=True),),
-    "embedding-scale": (C("embedding-scale", "std entering the PE / std of the token embedding", "> sqrt(d)/2.5",
-                          "reference 8 (sqrt 64); missing scale ~1"),),
+    "embedding-scale": (C("embedding-scale", "std of the token part / std of the positional part where the PE adds "
+                          "them, and the factor from the embedding's lookup to it",
+                          "> 0.8, or a factor >= sqrt(d)/2", "reference 2.5 (factor 8); missing scale 0.31 "
+                          "(factor 1); GPT-2 init with x sqrt(d) ~0.2 (factor 8)"),),
+    "structure": (C("distinct-layers", "entries of one ModuleList/Sequential that are one object or share a "
+                                       "parameter", "0", "the contract: n layers"),
+                  C("distinct-attention", "attention modules called in two roles (self and cross) in one pass",
+                    "none", "the contract: a decoder layer has two attention modules"),
+                  C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
+                    ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1")),
+    "block-causal-off": (C("block-causal-off", "largest change of an earlier output when a later token changes, "
+                                               "causal off", "> 1e-6", "correct: O(0.1); a block that ignores "
+                                               "causal=False: 0 exactly"),),
+    "block-structure": (C("ffn-nonlinear", "|f(a+b) - f(a) - f(b) + f(0)| / |f(a+b) - f(0)| of the feed-forward",
+                          ">= 1e-4", "affine maps ~1e-7 (float32); ReLU/GELU feed-forwards at init ~0.1-1"),),
     "long-inputs": (C("long-inputs", "forward on sequences up to max_len", "runs", "the contract's max_len",
                       compares=True),),
     "decode": (C("decode-encoder-calls", "model.encode calls per greedy_decode", "1", "the lesson"),
@@ -82,7 +95,9 @@ DECLARED: dict[str, tuple[Check, ...]] = {
     "decode-batch-rows": (C("decode-batch-rows", "rows of a batch of 8 equal-length sources whose greedy tokens "
                                                  "(up to EOS) differ from the source decoded alone", "0",
                             "decoding a row does not depend on the other rows", compares=True),),
-    "train-trace": (C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
+    "train-trace": (C("train-runs-model", "forward passes of the model given to train() during its optimizer steps",
+                      "> 0", "train(model) trains that model"),
+                    C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
                       "the lesson's schedule"),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),
                     C("train-pad-ignored", "gradient of the loss at PAD targets", "0", "ignore_index=PAD"),

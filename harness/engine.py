@@ -186,6 +186,14 @@ def _integrity(result: dict) -> list[dict]:
     return out
 
 
+def _script_failures(skipped: list, submission: str) -> list[dict]:
+    """Skipped top-level code that fails when the file runs as a script: info, with its line (issue 27)."""
+    from .script_run import failures
+    return [_diag("script-fails", 0.9, [f"line {line}: {what}",
+                                        "the checks do not run top-level code, so they were not affected"],
+                  {"file": submission, "line": line}) for line, what in failures(skipped, submission)[:3]]
+
+
 def verdict(diagnoses: list[dict]) -> str:
     """problems when any diagnosis is a problem; findings of severity "info" alone leave a file clean."""
     return "problems" if any(d.get("severity", "problem") != "info" for d in diagnoses) else "clean"
@@ -247,7 +255,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         base["diagnoses"] = [_diag("missing-name", 1.0, ev, loc)] + _integrity(base)
         base["verdict"] = "problems"
         return base
-    base["diagnoses"] = diagnose(base)
+    base["diagnoses"] = diagnose(base) + _script_failures(base["skipped_code"], submission)
     base["verdict"] = verdict(base["diagnoses"])
     if base["assignment"] == "reversal" and base["artifacts"].get("training"):
         from .reference_curves import load

@@ -37,6 +37,9 @@ class Source:
     cell_map: dict[int, tuple[int, int]] | None = None
     skipped: list[dict] = field(default_factory=list)
     run_path: str | None = None  # the copy that actually runs (frames carry this name)
+    # skipped top-level statements as parsed, with their `skipped` entry: on_demand.py evaluates the cheap,
+    # safe ones when a function of the student's needs a name only they bind
+    deferred: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def code_path(self) -> str:
@@ -211,6 +214,7 @@ def filter_module(source: Source) -> ast.Module:
         if source.cell_map:
             entry["cell"] = source.cell_map.get(stmt.lineno, (None, 0))[0]
         source.skipped.append(entry)
+        source.deferred.append((stmt, entry))
     source.skipped.sort(key=lambda s: s["line"])
     tree.body = kept
     return tree

@@ -4,7 +4,7 @@ Each module holds one cause: its document (CAUSE) and its rule (diagnose).
 """
 from __future__ import annotations
 
-from . import (attention_renormalised, bad_output_init, causal_diagonal_masked, causal_mask_inverted,
+from . import (attention_renormalised, attention_shared, causal_flag_ignored, feed_forward_linear, layers_shared, bad_output_init, causal_diagonal_masked, causal_mask_inverted,
                causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_digits_missing,
                data_not_reversed, decode_stops_early, dropout_at_inference, encoder_in_decode_loop,
                eval_mode_training, forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step,
@@ -26,7 +26,8 @@ RULES = (
     positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual,
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
-    optimizer_missing_parameters, data_digits_missing, decode_stops_early,
+    optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
+    feed_forward_linear, causal_flag_ignored,
 ) + lm_component.RULES + lm_training.RULES   # lm: objects, one per component and kind of failure
 
 

@@ -71,7 +71,7 @@ class Evidence:
         """The attention weights are not distributions over the keys (softmax over another axis): mechanisms
         that read them as such (mass on later keys, on PAD keys) are not evidence then."""
         return self.failed("attn-rows-sum") is not None and \
-            (self.data("attn-rows-sum").get("key_axis") or {}).get("over_queries_err", 1.0) < 1e-4
+            over_another_axis(self.data("attn-rows-sum").get("key_axis") or {})
 
     def padding_from_decoder_self_attention(self) -> tuple:
         """("padding-invariance",) when its PAD weight sits in the decoder self-attention (11 x 11 there), which
@@ -101,6 +101,11 @@ class Evidence:
             if any(n in msg for n in needles):
                 out.append(c)
         return out
+
+
+def over_another_axis(ka: dict) -> bool:
+    """The applied attention weights are distributions over the queries or another axis (the heads), not keys."""
+    return ka.get("over_queries_err", 1.0) < 1e-4 or ka.get("over_other_err", 1.0) < 1e-4
 
 
 def padding_finding(ev, kind: str) -> Finding | None:

@@ -10,6 +10,7 @@ CAUSE = Cause(
     fix="c, cross = self.cross_attn(x, memory, memory, src_mask).",
     lesson="Debugging table, row 7; Step 3 'The line self.cross_attn(x, memory, memory, src_mask)'.",
     assignments=("reversal",),
+    mechanism="the encoder output measured as the query (not key/value) of the decoder's cross-attention",
 )
 
 

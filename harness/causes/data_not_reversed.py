@@ -9,6 +9,7 @@ CAUSE = Cause(
     fix="tgt[i, 1:L + 1] = seq.flip(0).",
     lesson="Step 0; Step 7 'If you instead see a bright main diagonal'.",
     assignments=("reversal",),
+    mechanism="make_batch's targets measured to copy the source in order for >= 90% of samples",
 )
 
 

@@ -10,6 +10,7 @@ CAUSE = Cause(
     fix="memory = model.encode(src, src_mask) once, before the loop.",
     lesson="Step 6 'The encoder runs once, outside the loop'.",
     assignments=("reversal",),
+    mechanism='model.encode counted: called more than once per greedy_decode',
 )
 
 

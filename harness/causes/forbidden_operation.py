@@ -17,7 +17,8 @@ CAUSE = Cause(
     "A model and its training loop need none of this; the instructor is told so they can review the file. "
     "The sandbox blocks what it can regardless.",
     "Each attempt is listed with the line of your code, its target and whether it was blocked.",
-    "Remove the code at the lines shown (file, network and process access, big prints) from the submitted file.")
+    "Remove the code at the lines shown (file, network and process access, big prints) from the submitted file.",
+    mechanism="the audit's record of each operation outside the submission's lane, with its line")
 
 CHECKS = ("forbidden-ops", "output-flood")
 

@@ -10,6 +10,8 @@ CAUSE = Cause(
     symptom="Self-attention is no longer permutation-equivariant; the leakage test fails.",
     fix="view(B, T, h, d_k).transpose(1, 2) to split; transpose(1, 2).contiguous().view(B, T, d_model) to merge.",
     lesson="Step 2 _split.",
+    mechanism=("permuting positions does not permute the attention's output, with the view that splits heads without"
+               ' the transpose located in the trace (unlocated: 0.6)'),
 )
 
 

@@ -9,6 +9,8 @@ CAUSE = Cause(
     fix="Use a large finite negative number such as -1e9 (a fully masked row then becomes uniform, harmless).",
     lesson="Debugging table, row 5; Step 2 '-1e9 rather than float(\"-inf\")'.",
     assignments=("reversal",),
+    mechanism=('the NaN traced to a softmax row whose every key is -inf, in an ordinary padded batch (only an all-'
+               'PAD row: below 0.5)'),
 )
 
 

@@ -10,6 +10,8 @@ CAUSE = Cause(
         "sched.get_last_lr().",
     lesson="Debugging table, row 4.",
     assignments=("reversal",),
+    mechanism=("the learning rate read from the student's optimizer during their train(): peak < 5e-5, with the "
+               'scheduler stepped'),
 )
 
 

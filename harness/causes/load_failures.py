@@ -43,7 +43,8 @@ GRADER = Cause("grader-fault", "The grader itself failed", "An internal error of
 TAMPER = Cause("tampering", "The submission changes torch or the harness",
                "The code replaces functions of torch, builtins or the harness that the checks rely on.",
                "Checks could be fooled; tampering is itself a finding.", "", "Do not monkeypatch torch, builtins "
-                                                                              "or the grader.")
+                                                                              "or the grader.",
+               mechanism="the guard's record of torch, builtins or harness functions the submission replaced")
 UNEXPLAINED = Cause("unexplained-failure", "A check failed without a known cause",
                     "A measurement is outside the range correct implementations give, and no catalogued cause "
                     "matches.", "", "", "Read the failing check's measured and expected values below.")
@@ -57,5 +58,14 @@ DEVIATION = Cause("contract-deviation", "A component's interface differs from th
                   "Nothing to fix for correctness; match the contract's signature if your course requires it.",
                   severity="info")
 
+SCRIPT = Cause("script-fails", "The file fails when run as a script",
+               "Top-level code the checks do not run (a module-level raise, a file it opens that is not there) "
+               "stops `python yourfile.py` before it finishes.",
+               "The checks load definitions only, so they pass; whoever runs your file meets the error first.",
+               "The line and what fails there.", "Remove the raise or guard it; ship the data file with the "
+                                                 "submission or build the data in code.", severity="info",
+               mechanism="the skipped statement parsed: an unconditional raise, or a literal path read that does "
+                         "not exist beside the submission")
+
 CAUSES = (SYNTAX, DEFINITION, MISSING_MODULE, MISSING_NAME, UNREADABLE, EXIT, TIMEOUT, MEMORY, CRASHED, FORWARD,
-          GRADER, TAMPER, UNEXPLAINED, DEVIATION)
+          GRADER, TAMPER, UNEXPLAINED, DEVIATION, SCRIPT)

@@ -9,6 +9,8 @@ CAUSE = Cause(
     fix="Follow Step 0: src[i, :L] = seq; tgt[i, 0] = SOS; tgt[i, 1:L + 1] = seq.flip(0); tgt[i, L + 1] = EOS.",
     lesson="Step 0; build-order table 'Data generation'.",
     assignments=("reversal",),
+    mechanism=("make_batch's targets measured against SOS + reversed source + EOS, sample by sample (not a plain "
+               'copy)'),
 )
 
 

@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import Cause, Finding, over_another_axis, say
 
 CAUSE = Cause(
     id="mask-after-softmax",
@@ -30,6 +30,6 @@ def diagnose(ev):
     explains = ["causal-leak", "first-loss", "brief-training", "decode-accuracy", "decode-consistency",
                 "padding-invariance"]
     ka = ev.data("attn-rows-sum").get("key_axis") or {}
-    if ka and ka.get("over_queries_err", 0) > 1e-4:      # rows lose mass to the mask: not a softmax axis
+    if ka and not over_another_axis(ka):      # rows lose mass to the mask: not a softmax axis
         explains.append("attn-rows-sum")
     return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"), explains=tuple(explains))

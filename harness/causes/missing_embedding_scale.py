@@ -10,11 +10,14 @@ CAUSE = Cause(
     fix="x = self.pos(self.src_emb(src) * math.sqrt(self.d_model)) (and the same for the target).",
     lesson="Step 4 'The * math.sqrt(self.d_model) on the embeddings'.",
     assignments=("reversal",),
+    mechanism="the embedding's output reaches the positional encoding multiplied by 1: no sqrt(d_model) (or "
+              "other) scale between the lookup and the added table",
 )
 
 
 def diagnose(ev):
     c = ev.failed("embedding-scale")
-    if not c:
-        return None
-    return Finding(0.85, [say(c)], c.get("location"))
+    mech = ev.mechanism("embedding-scale")
+    if not c or mech.get("kind") != "no-scale":
+        return None     # the small ratio alone (an init choice) is the catch-all's, below 0.5
+    return Finding(0.85, [say(c), "mechanism: " + mech["text"]], c.get("location"))

@@ -10,6 +10,8 @@ CAUSE = Cause(
     symptom="Training is much slower; a single batch cannot be memorised.",
     fix="x = self.n1(x + self.drop(a)); x = self.n2(x + self.drop(self.ff(x))).",
     lesson="Step 3 'The residual connection x + sublayer(x) is what makes depth trainable'.",
+    mechanism=("with the layer's Linear weights zeroed, its output no longer depends on its input: no additive path "
+               'from input to output'),
 )
 
 

@@ -9,6 +9,9 @@ CAUSE = Cause(
     symptom="The largest attention weight per row is far above the reference's ~0.5 at init; training is slower.",
     fix="scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k).",
     lesson="Debugging table, row 3; Step 2 'The division by sqrt(d_k)'.",
+    mechanism=("the scores' spread measured against d_k with the same projections (ratio > 2: unscaled), or the "
+               "scores' matmul located feeding the saturated softmax; rows that are not distributions over the keys "
+               'exclude it'),
 )
 
 

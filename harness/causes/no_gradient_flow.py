@@ -9,6 +9,8 @@ CAUSE = Cause(
     fix="Remove the .detach() / torch.no_grad() from the training path (keep no_grad only in greedy_decode).",
     lesson="Debugging table, row 4.",
     assignments=("reversal",),
+    mechanism=('a .detach(), torch.no_grad() or .data seen on the path of the parameters without gradient; without '
+               'one, below 0.5'),
 )
 
 

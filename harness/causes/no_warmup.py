@@ -10,6 +10,8 @@ CAUSE = Cause(
     fix="LambdaLR(opt, lambda s: min((s + 1) / warmup, 1.0)) and sched.step() after every opt.step().",
     lesson="Debugging table, last row.",
     assignments=("reversal",),
+    mechanism=("the learning rate read from the student's optimizer at the first step is already > 20% of its peak "
+               '(RAdam exempt)'),
 )
 
 

@@ -9,6 +9,7 @@ CAUSE = Cause(
     fix="F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD).",
     lesson="Step 5 train() 'ignore_index=PAD'.",
     assignments=("reversal",),
+    mechanism="the student's loss measured to change when the logits at PAD labels change",
 )
 
 

@@ -10,6 +10,9 @@ CAUSE = Cause(
     fix="div = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model)); "
         "pe[:, 0::2] = sin(pos * div); pe[:, 1::2] = cos(pos * div).",
     lesson="Step 1 'what you must not get wrong is the exponent 2i/d'.",
+    mechanism=("the table built by the student's code compared channel by channel with the sin/cos table (channels "
+               'in another order pass; the right rows at the wrong positions and an overwritten table are other '
+               'causes)'),
 )
 
 

@@ -10,6 +10,7 @@ CAUSE = Cause(
     fix="self.register_buffer('pe', pe.unsqueeze(0)).",
     lesson="Step 1 'register_buffer rather than nn.Parameter'.",
     assignments=("reversal",),
+    mechanism='a trainable Parameter measured in the positional encoding module, with its line',
 )
 
 

@@ -11,6 +11,7 @@ CAUSE = Cause(
         "sequence you will feed).",
     lesson="Debugging table, row 8.",
     assignments=("reversal",),
+    mechanism="the first failing length is the positional table's length, while shorter inputs run",
 )
 
 

@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import Cause, Finding, over_another_axis, say
 
 CAUSE = Cause(
     id="softmax-wrong-dim",
@@ -8,7 +8,7 @@ CAUSE = Cause(
         "nothing errors, and the model is meaningless (and leaks the future).",
     symptom="Attention rows do not sum to 1 over the keys; the leakage test fails.",
     mechanism="The weights that multiply V sum to 1 over the queries (axis found by its length in the "
-              "cross-attention) instead of over the keys; without observable cross-attention weights, a softmax "
+              "cross-attention) or over another axis (the heads) instead of over the keys; without observable cross-attention weights, a softmax "
               "over a dim other than the last (the usual key axis) is reported at lower confidence.",
     fix="torch.softmax(scores, dim=-1).",
     lesson="Step 2 'dim=-1 in the softmax'.",
@@ -24,7 +24,7 @@ def diagnose(ev):
         d = c.get("data") or {}
         ka = d.get("key_axis")
         if ka:
-            if ka.get("over_queries_err", 1.0) >= 1e-4:
+            if not over_another_axis(ka):
                 return None          # rows lose mass some other way (a mask applied after the softmax)
         elif not any(x != -1 for x in d.get("softmax_dims") or []):
             return None

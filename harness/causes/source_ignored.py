@@ -11,6 +11,8 @@ CAUSE = Cause(
     fix="In every DecoderLayer: c, cross = self.cross_attn(x, memory, memory, src_mask); x = norm(x + drop(c)).",
     lesson="Debugging table, row 7; Step 7 'uniform grey field'.",
     assignments=("reversal",),
+    mechanism=('the logits measured not to change when every source token changes (the encoder output reaches '
+               'nothing); cross-attention wiring alone: 0.75'),
 )
 
 

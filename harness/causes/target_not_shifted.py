@@ -9,6 +9,7 @@ CAUSE = Cause(
     fix="Feed tgt[:, :-1] to the model and use tgt[:, 1:] as the labels.",
     lesson="Debugging table, row 1; Step 5 'SHIFT RIGHT'.",
     assignments=("reversal",),
+    mechanism="in the student's train(), the labels fed to the loss equal the decoder input token for token (>= 90%)",
 )
 
 

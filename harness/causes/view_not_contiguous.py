@@ -8,6 +8,7 @@ CAUSE = Cause(
     symptom='RuntimeError: "view size is not compatible with input tensor\'s size and stride ... Use .reshape".',
     fix="Insert .contiguous() before .view(), or use .reshape().",
     lesson="Debugging table, row 6.",
+    mechanism="the exception itself: .view() on a non-contiguous tensor raised in the student's code",
 )
 
 

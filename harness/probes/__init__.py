@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
-               decoding, lm_components, lm_properties, lm_train_brief, lm_training, model_wiring, overfit, padding,
-               positional, properties, training)
+               decoding, embedding, lm_components, lm_properties, lm_train_brief, lm_training, model_wiring,
+               overfit, padding, positional, properties, structure, training)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ PROBES = (
     Probe("residual", model_wiring.residual, R, "quick"),
     Probe("cross-wiring", model_wiring.cross_wiring, R, "quick"),
     Probe("stateless-forward", model_wiring.stateless, R, "quick"),
-    Probe("embedding-scale", model_wiring.embedding_scale, R, "quick"),
+    Probe("embedding-scale", embedding.embedding_scale, R, "quick"),
+    Probe("structure", structure.structure, R, "quick"),
     Probe("long-inputs", positional.long_inputs, R, "quick"),
     Probe("decode", decoding.encoder_calls, R, "quick"),
     Probe("decode-determinism", properties.decode_determinism, R, "quick"),
@@ -76,10 +77,12 @@ PROBES = (
     # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
     Probe("pe", positional.table, B, "static"),
     Probe("pe-relative", positional.pe_relative, B, "static"),
+    Probe("block-causal-off", block_causal.causal_off, B, "quick"),   # before any probe assumes the flag
     Probe("block-rows-sum", block_attention.rows_sum, B, "quick"),
     Probe("block-saturation", block_attention.saturation, B, "quick"),
     Probe("block-permutation", block_wiring.permutation, B, "quick"),
     Probe("block-causal", block_causal.causal, B, "quick"),
     Probe("block-residual", block_wiring.residual, B, "quick"),
+    Probe("block-structure", structure.block_structure, B, "quick"),
     Probe("block-lm", block_lm.lm, B, "train", side=True),
 ) + LM_PROBES

@@ -38,7 +38,9 @@ def softmax_axis(ctx):
     dims = sorted({softmax_dim(c) for c in rec.of("softmax") if softmax_dim(c) is not None})
     if ka is not None:
         worst, ok = ka["over_keys_err"], ka["over_keys_err"] < 1e-4
-        over = "the queries" if ka["over_queries_err"] < 1e-4 else "neither keys nor queries"
+        over = "the queries" if ka["over_queries_err"] < 1e-4 else \
+            f"axis {ka['over_other_axis']} (neither keys nor queries: the heads in (B, h, T_q, T_k))" \
+            if ka.get("over_other_err", 1.0) < 1e-4 else "neither keys nor queries"
         sm = [c.line for c in rec.of("softmax") if c.line]
         line = (bad_calls[0].line if bad_calls else sm[0] if sm else ka["line"]) if not ok else None
         return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|sum over keys - 1| < 1e-4",

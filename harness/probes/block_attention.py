@@ -79,6 +79,8 @@ SAT_MAX = 0.22
 
 def saturation(ctx):
     """Mean largest weight per row at init: near uniform when scaled, near one-hot when not."""
+    from .block_causal import assumes_flag_off
+    assumes_flag_off(ctx)
     d, h, d_ff, T = SAT_SHAPE
     block = make_block(ctx, d, h, d_ff)
     x = inputs(ctx, T, d, offset=2)

@@ -173,3 +173,75 @@ def causal(ctx):
                         "divergence": div,
                         "dependency": [[rnd(v, 4) for v in row] for row in dep.tolist()]},
                   location=ctx.where(line if not ok else None))]
+
+
+# ---------------------------------------------------------------------------
+# block-causal-off: the flag is honoured when False (measured before any probe assumes it)
+# ---------------------------------------------------------------------------
+
+def causal_off(ctx):
+    """With the causal flag off (the default the other block probes use), earlier outputs see later tokens.
+
+    A block that masks regardless of the flag fails every probe that assumes attention over all tokens
+    (permutation, saturation): those skip with this reason, and the flag itself is named."""
+    form = causal_form(ctx)
+    if form is None:
+        return [check("block-causal-off", "skip", None, "", "TransformerBlock takes no `causal` argument")]
+    T, d = 8, 16
+    block = make_block(ctx, d, 2, 32)
+    x = inputs(ctx, T, d, offset=7)
+    base, rec = record(ctx, lambda: run_block(ctx, block, x))
+    future = past = 0.0
+    with torch.no_grad():
+        for j in range(T):
+            x2 = x.clone()
+            x2[j] += inputs(ctx, d, offset=200 + j)
+            change = torch.nan_to_num((run_block(ctx, block, x2) - base).abs(), nan=0.0).max(-1).values
+            future = max(future, float(change[:j].max()) if j else 0.0)
+            past = max(past, float(change[j + 1:].max()) if j < T - 1 else 0.0)
+    if past <= ZERO:
+        return [check("block-causal-off", "skip", None, "", "no output depends on another token (causal off): the "
+                                                              "flag cannot be judged")]
+    ok = future > ZERO
+    if not ok:
+        ctx.cache["causal_off_ignored"] = True
+    lines = [c.line for op in ("masked_fill", "triu", "tril", "where") for c in rec.of(op) if c.line]
+    line = _constant_flag_line(ctx, min(lines) if lines else None) or \
+        (min(lines) if lines else _attn_call_line(ctx, block))
+    how = "TransformerBlock(16, 2, 32)" if form == "init" else "block(x) (causal not passed)"
+    text = (f"{how}: earlier outputs do not change when a later token changes (largest change {future:.1e}) while "
+            f"later outputs follow earlier tokens: the block masks the future although causal is False")
+    return [check("block-causal-off", "pass" if ok else "fail", rnd(future, 6),
+                  f"> {ZERO:g}: with causal=False earlier outputs see later tokens",
+                  "largest change of an earlier output when a later token changes, causal off" if ok else text,
+                  data={"form": form, "mechanism": {"kind": "flag-ignored", "text": text}} if not ok else
+                  {"form": form}, location=ctx.where(line if not ok else None))]
+
+
+def _constant_flag_line(ctx, mask_line) -> int | None:
+    """Where the flag stops flowing: an `if` with a constant test around the mask, or a call in
+    TransformerBlock.forward that passes a constant True as a causal-like keyword."""
+    if mask_line:
+        try:
+            tree = ast.parse(ctx.source.text)
+        except SyntaxError:
+            tree = None
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, (ast.If, ast.IfExp)) and isinstance(node.test, ast.Constant) and node.test.value \
+                    and node.lineno <= mask_line <= (node.end_lineno or node.lineno):
+                return node.lineno
+    for stmt in forward_statements(ctx):
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Call):
+                for kw in sub.keywords:
+                    if kw.arg and "causal" in kw.arg and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                        return kw.value.lineno
+    return None
+
+
+def assumes_flag_off(ctx) -> None:
+    """Probes that need attention over every token skip when the block is causal with the flag off."""
+    if ctx.cache.get("causal_off_ignored"):
+        from .base import Skip
+        raise Skip("the block masks later tokens although causal is False (block-causal-off): a property of "
+                   "attention over all tokens cannot be measured")

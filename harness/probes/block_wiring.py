@@ -41,6 +41,8 @@ def _split_line(rec, T, h) -> int | None:
 
 def permutation(ctx):
     """Without positions, attention (and the block, causal off) commutes with permuting the tokens."""
+    from .block_causal import assumes_flag_off
+    assumes_flag_off(ctx)
     T, d, h = 7, 16, 2
     perm = torch.tensor([3, 0, 6, 5, 1, 4, 2])
     x = inputs(ctx, T, d, offset=4)

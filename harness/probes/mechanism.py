@@ -210,8 +210,16 @@ def key_axis(ops: list, t_q: int, t_k: int) -> dict | None:
     keys = max(float((w.sum(-1) - 1).abs().max()) for _, w in applied)
     queries = max(float((w.sum(-2) - 1).abs().max()) for _, w in applied)
     bad = next((op for op, w in applied if float((w.sum(-1) - 1).abs().max()) > 1e-4), None)
+    # another axis the weights are distributions over (the heads: nn.Softmax(dim=1) on (B, h, T_q, T_k))
+    other, other_err = None, 1.0
+    nd = min(w.dim() for _, w in applied)
+    for a in range(-nd, -2):
+        if all(w.size(a) > 1 for _, w in applied):
+            err = max(float((w.sum(a) - 1).abs().max()) for _, w in applied)
+            if err < other_err:
+                other, other_err = a, err
     return {"over_keys_err": round(keys, 6), "over_queries_err": round(queries, 6), "n": len(applied),
-            "line": bad.line if bad else None}
+            "over_other_axis": other, "over_other_err": round(other_err, 6), "line": bad.line if bad else None}
 
 
 def _pad_share(w: torch.Tensor, t_q, t_k, n_real_q, n_real_k, batch) -> tuple[float, float] | None:

@@ -116,8 +116,10 @@ def residual(ctx):
 
 
 def _same(a, b) -> bool:
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
-        bool(torch.equal(a.detach(), b.detach()))
+    """The same values (nested tensors from nn.TransformerEncoder's fast path have no shape to compare)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.is_nested or b.is_nested:
+        return False
+    return a.shape == b.shape and bool(torch.equal(a.detach(), b.detach()))
 
 
 def cross_wiring(ctx):
@@ -233,45 +235,3 @@ def stateless(ctx):
     return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
                   "change of the output for batch B when the model has seen batch A before",
                   data={"attrs": new_attrs[:10]}, location=ctx.where(line if not ok else None))]
-
-
-def embedding_scale(ctx):
-    """The token signal entering the positional encoding is not drowned by the positional table.
-
-    What matters is the ratio of the two parts that are added, not sqrt(d_model) itself: the lesson scales
-    embeddings initialised small (xavier, std ~0.16) by 8; an nn.Embedding left at PyTorch's N(0, 1) needs no
-    scale. Measured: std of what enters the PE module / std of what the PE module adds to it (dropout off).
-    """
-    model = eval_model(ctx)
-    pe_cls = getattr(ctx.module, "PositionalEncoding", None)
-    pe_mods = [m for m in model.modules() if isinstance(pe_cls, type) and isinstance(m, pe_cls)]
-    if not pe_mods:
-        raise Skip("needs a PositionalEncoding module inside MiniTransformer")
-    seen = {}
-
-    def on_pe(m, a, out):
-        if "pe_in" not in seen and a and isinstance(a[0], torch.Tensor) and isinstance(out, torch.Tensor):
-            seen["pe_in"], seen["pe_out"] = a[0], out
-            seen["line"] = _caller_line(ctx)
-    h = pe_mods[0].register_forward_hook(on_pe)
-    src, tgt = batch(ctx, 4, 8, 8, seed_offset=11)
-    try:
-        with torch.no_grad():
-            ctx.forward(model, src, tgt[:, :-1])
-    except StudentError:
-        if "pe_in" not in seen:
-            raise
-        # a later layer raised; what this check measures had already passed through the positional encoding
-    finally:
-        h.remove()
-    if "pe_in" not in seen or seen["pe_in"].shape != seen["pe_out"].shape:
-        raise Skip("the positional encoding does not return a tensor of its input's shape")
-    added = (seen["pe_out"] - seen["pe_in"]).float()
-    ratio = float(seen["pe_in"].float().std() / added.std().clamp_min(1e-12))
-    # Reference (xavier init, x sqrt(64)): 2.5; the missing-scale mutant: 0.31; a correct corpus file with
-    # PyTorch's N(0, 1) embedding and no scale: 2.0. Threshold 0.8, about the geometric middle of 0.31 and 2.0.
-    ok = ratio > 0.8
-    return [check("embedding-scale", "pass" if ok else "fail", rnd(ratio, 2),
-                  "> 0.8 (reference 2.5)",
-                  "std of the token embeddings entering the positional encoding / std of what it adds",
-                  location=ctx.where(seen.get("line") if not ok else None))]

@@ -67,6 +67,7 @@ def _trace(ctx, model, steps, batch_size):
             norms.append(None)
 
     def pre(mod, args, kwargs):
+        mech["forwards"] = mech.get("forwards", 0) + 1
         mech["last_mode"] = mod.training
         if "tgt_in" not in seen and len(args) >= 2:
             seen["src"], seen["tgt_in"] = args[0], args[1]
@@ -87,6 +88,7 @@ def _trace(ctx, model, steps, batch_size):
     torch.nn.utils.clip_grad_norm_ = clip
     h0 = register_optimizer_step_pre_hook(on_step)
     h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
+    h3 = _other_forwards(ctx, model, mech)
     h2 = model.register_forward_hook(post, with_kwargs=True)
     rec = Recorder(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
                    only=("cross_entropy", "nll_loss"))
@@ -100,13 +102,24 @@ def _trace(ctx, model, steps, batch_size):
             finally:
                 losses.tap.off()   # before the guard's check at the end of the student call
     finally:
-        h0.remove(), h1.remove(), h2.remove()
+        h0.remove(), h1.remove(), h2.remove(), h3.remove()
         for h in grad_hooks:
             h.remove()
         del model.train
         torch.nn.utils.clip_grad_norm_ = real_clip
     return {"lrs": lrs, "norms": norms, "losses": [rnd(v) for v in losses.values()], "seen": seen, "rec": rec, "seconds": time.perf_counter() - t,
             "mech": mech}
+
+
+def _other_forwards(ctx, model, mech):
+    """Where train() runs a model other than the one it was given (a global `model`): the first such line."""
+    mine = {id(m) for m in model.modules()}
+
+    def hook(mod, args):
+        if id(mod) not in mine and "other_forward_line" not in mech and \
+                type(mod).__module__ == getattr(ctx.module, "__name__", None):
+            mech["other_forward_line"] = _caller_line(ctx)
+    return torch.nn.modules.module.register_module_forward_pre_hook(hook)
 
 
 def _mechanics(ctx, model, opt, watched, fresh, mech):
@@ -387,6 +400,12 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          location=ctx.where((_other_model_line(ctx) if none else None) or _optimizer_call_line(ctx)
                                             or opt_line) if miss else None))
     if steps:
+        ran = mech.get("forwards", 0)
+        out.append(check("train-runs-model", "pass" if ran else "fail", ran,
+                         "> 0: train(model) runs the model it is given forward",
+                         f"forward passes of the model given to train() over {steps} optimizer steps" +
+                         ("" if ran else "; the loss comes from another model (a global?)"),
+                         location=ctx.where(mech.get("other_forward_line")) if not ran else None))
         frac = mech["eval_steps"] / steps
         evals = [mech["eval_line"]] if mech.get("eval_line") else \
             [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]

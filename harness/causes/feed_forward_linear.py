@@ -1,0 +1,22 @@
+from .base import Cause, Finding, say
+
+CAUSE = Cause(
+    id="feed-forward-linear",
+    title="The feed-forward has no nonlinearity",
+    what="The position-wise feed-forward stacks Linear layers with no activation between them.",
+    why="Two Linears with nothing between them are one linear map: the layer adds no expressive power beyond "
+        "the attention's projections.",
+    symptom="f(a + b) = f(a) + f(b) - f(0) for the feed-forward, to float precision.",
+    fix="Put the activation between the Linears: nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), "
+        "nn.Linear(d_ff, d_model)).",
+    lesson="Step 5 'The position-wise feed-forward'.",
+    mechanism="the module measured to be affine on random inputs (additivity error at float noise)",
+)
+
+
+def diagnose(ev):
+    c = ev.failed("ffn-nonlinear")
+    mech = ev.mechanism("ffn-nonlinear")
+    if not c or mech.get("kind") != "affine":
+        return None
+    return Finding(0.9, [say(c), "mechanism: " + mech["text"]], c.get("location"))
