@@ -136,6 +136,16 @@ def _traced(ctx, comp: str, fn, args):
         sys.settrace(old)
 
 
+def lines_ran(ctx, comp: str) -> dict:
+    """{shown file: [lines]} of the student's lines that ran for this component: the parent folds another
+    component's failure into this one only when that failure starts on one of them (first divergence)."""
+    out: dict = {}
+    for f, line in ctx.cache.get("lm_lines", {}).get(comp, ()):
+        if f:
+            out.setdefault(f, []).append(line)
+    return {f: sorted(v) for f, v in out.items()}
+
+
 def functions_ran(ctx, comp: str) -> list:
     return [[f, line, name] for (f, line), name in ctx.cache.get("lm_functions", {}).get(comp, {}).items()]
 
@@ -237,28 +247,66 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
     redraw(seed) -> such cases for another draw: a failing component is then fingerprinted against the mutants."""
     ref = getattr(reference(), ADAPTER[comp])
     rows = []
+    course = [(desc, build) for desc, build in cases if not beyond_course(desc)]
     try:
-        for desc, build in cases:
-            got = as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
-            with torch.no_grad():
-                ref64 = ref(*[to64(a) for a in build()]).detach()
-                ref32 = ref(*build()).detach()
-            rows.append(compare(comp, desc, got, ref64, ref32))
+        for desc, build in course:
+            rows.append(_one_case(ctx, comp, ref, desc, build))
     except Outcome as o:
         if (o.check.get("data") or {}).get("kind") == "error" and redraw is not None \
                 and fingerprint is not None:      # a bug that raises on some inputs: a known bug's exception?
             attach(o.check, fingerprint(ctx, comp, redraw))
+        o.check.setdefault("data", {})["lines"] = lines_ran(ctx, comp)
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
+    notes = _robustness(ctx, comp, ref, [(d, b) for d, b in cases if beyond_course(d)])
+    if notes:
+        c["data"]["robustness"] = notes
     if c["status"] == "pass":        # these lines are right: a divergence on one is located at its caller
         ctx.cache.setdefault("lm_passing_lines", set()).update(ctx.cache.get("lm_lines", {}).get(comp, ()))
     elif c["status"] == "fail":
+        c["data"]["lines"] = lines_ran(ctx, comp)
         bad = next((r for r in rows if not r["ok"]), None)
         locate(ctx, comp, c, dict(cases).get(bad["case"]) if bad else None, bad)
     if c["status"] == "fail" and redraw is not None and fingerprint is not None:
         attach(c, fingerprint(ctx, comp, redraw))    # passed in by the caller: lm_fingerprint imports this module
     return [c]
+
+
+# Inputs the adapter's signature allows but the course never passes (2-D input into Linear or RMSNorm, SDPA
+# without a mask, 1-D positions into attention with RoPE): a failure there is a robustness note (severity
+# info), never the component's failure. Their descriptions end with this marker.
+BEYOND = " (beyond the course's inputs)"
+
+
+def beyond_course(desc: str) -> bool:
+    return desc.endswith(BEYOND)
+
+
+def _one_case(ctx, comp, ref, desc, build) -> dict:
+    got = as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
+    with torch.no_grad():
+        ref64 = ref(*[to64(a) for a in build()]).detach()
+        ref32 = ref(*build()).detach()
+    return compare(comp, desc, got, ref64, ref32)
+
+
+def _robustness(ctx, comp, ref, cases) -> list[dict]:
+    """The cases beyond the course's inputs that raise or differ: [{case, problem, location}]."""
+    out = []
+    for desc, build in cases:
+        try:
+            row = _one_case(ctx, comp, ref, desc, build)
+        except Outcome as o:
+            out.append({"case": desc, "problem": str(o.check.get("detail", ""))[:300],
+                        "location": o.check.get("location")})
+            continue
+        if not row["ok"]:
+            problem = (f"returned shape {row['shape']}, expected {row['expected_shape']}" if "shape" in row else
+                       "NaN or infinite outputs" if not row.get("finite") else
+                       f"max abs error {row['max_abs']:.3g}, relative {row['max_rel']:.3g}")
+            out.append({"case": desc, "problem": problem, "location": None})
+    return out
 
 
 def locate(ctx, comp: str, c: dict, build, row: dict | None):
