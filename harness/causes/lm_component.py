@@ -266,6 +266,27 @@ class RobustnessRule:
         return out or None
 
 
+NEWER_PYTHON = Cause(
+    "needs-newer-python", "The code uses a feature of a newer Python than the grader's",
+    "An import names something the standard library gained in a later Python (typing.override: 3.12); the grader "
+    "used typing_extensions' equivalent, so everything was checked.",
+    "Nothing to fix in the code: the grader's environment is older than the one it was written for.",
+    "lm-environment lists the names and where they are imported.",
+    "Nothing needed; for Python 3.11 compatibility import it from typing_extensions.", assignments=LM,
+    severity="info")
+
+
+class NewerPythonRule:
+    CAUSE = NEWER_PYTHON
+    __name__ = "lm_newer_python"
+
+    def diagnose(self, ev):
+        c = ev.get("lm-environment")
+        if not c or c["status"] != "info":
+            return None
+        return Finding(0.9, [say(c)], c.get("location"))
+
+
 class NotImplementedRule:
     CAUSE = NOT_IMPLEMENTED
     __name__ = "lm_not_implemented"
@@ -364,6 +385,6 @@ def _property_cause(p: dict) -> Cause | None:
         return FINGERPRINT_CAUSES.get("rmsnorm-wrong-axis")
     return PROPERTY_CAUSES.get((d.get("component"), d.get("property"))) or PROPERTY_CAUSES.get(("*", d.get("property")))
 RULES = (MissingModuleRule(), ComponentRule("interface"), ComponentRule("error"), ComponentRule("mismatch"),
-         NotImplementedRule(), RobustnessRule())
-CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED, ROBUSTNESS) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values()) \
+         NotImplementedRule(), RobustnessRule(), NewerPythonRule())
+CAUSES = (MISMATCH, INTERFACE, NOT_IMPLEMENTED, ROBUSTNESS, NEWER_PYTHON) + tuple(FINGERPRINT_CAUSES.values()) + tuple(PROPERTY_CAUSES.values()) \
     + tuple(LMDIAG_CAUSES.values())

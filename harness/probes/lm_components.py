@@ -338,6 +338,11 @@ def contract(ctx):
         shown = "; ".join(f"{n['file']} line {n['line']}: {n['error']}" for n in notes[:4])
         out.append(check("lm-imports", "info", {"failed_imports": len(notes)}, "",
                          f"imports that failed (the names they bind raise only when used): {shown}", data=data))
+    env = [dict(n) for n in lm_loader.STATE.environment][:20]
+    if env:      # the grader's Python, not the student's code: a note, never a failure
+        out.append(check("lm-environment", "info", {"newer_python": [n["name"] for n in env]}, "",
+                         "; ".join(f"{n['file']} line {n['line']}: {n['note']}" for n in env[:4]),
+                         data={"environment": env}, location={"file": env[0]["file"], "line": env[0]["line"]}))
     out.append(check("lm-out-of-scope", "skip", None, "", "tokenizer, BPE training and checkpointing adapters "
                      f"are not checked (out of scope): {', '.join(lm_loader.OUT_OF_SCOPE)}", data=data))
     return out
