@@ -114,6 +114,17 @@ def _interface_detail(msg: str) -> str:
     return msg[:300]
 
 
+def _sides(d: dict) -> list[str]:
+    """Both sides of a key mismatch, the adapter's first: where the key is written, where the attribute is."""
+    sides = d.get("sides") if isinstance(d.get("sides"), dict) else {}
+    out = []
+    for side, what in (("adapter", "the adapter writes the key at"), ("module", "the module defines the attribute at")):
+        loc = sides.get(side)
+        if isinstance(loc, dict) and loc.get("file") and isinstance(loc.get("line"), int):
+            out.append(f"{what} {loc['file']}:{loc['line']}")
+    return out
+
+
 def _fingerprint_cause(fp: dict) -> Cause:
     return FINGERPRINT_CAUSES.get(fp.get("cause")) or MISMATCH
 
@@ -177,8 +188,8 @@ class ComponentRule:
                         c.get("location"), explains=explains)
         elif self.kind == "interface":
             detail = _interface_detail(str(d.get("message", "")))
-            f = Finding(0.9, [f"{comp} ({name}) fails on the interface: {detail}", say(c)], c.get("location"),
-                        explains=explains)
+            f = Finding(0.9, [f"{comp} ({name}) fails on the interface: {detail}", say(c)] + _sides(d),
+                        c.get("location"), explains=explains)
         else:
             f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
                         explains=explains)

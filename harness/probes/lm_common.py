@@ -12,7 +12,7 @@ import torch
 from .. import lm_loader, trusted
 from ..lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from ..lmdiag.inputs import raised_by_torch
-from .lm_where import interface_location
+from .lm_where import interface_location, interface_sides
 from .base import ProbeTimeout, StudentError, check, rnd
 
 # The component table lives in harness/lm_table.py (no torch there: the parent reads it too).
@@ -159,8 +159,11 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
     relocated = interface_location(exc, lm_loader.STATE.files)   # the line to change if it is an interface problem
     if kind == "interface":
         loc = relocated or loc
+        sides = interface_sides(exc, lm_loader.STATE.files)
     data = {"component": comp, "kind": kind, "adapter": name, "case": case, "exception": type(exc).__name__,
             "message": msg[:1000], "where": f"{name}(...)", "timeout": kind == "timeout"}
+    if kind == "interface" and sides:
+        data["sides"] = sides
     if relocated and kind == "error":       # the parent uses it if the diagnosis turns out to be the interface
         data["adapter_location"] = relocated
     if kind == "not-implemented":

@@ -2,9 +2,11 @@
 
 The line that raised is rarely the line to change: a state dict that does not fit raises inside
 load_state_dict, a constructor given the wrong arguments raises deep in the class. So:
-- keys the module has but the adapter does not pass ("Missing key(s) in state_dict: "out_proj.weight""):
-  the line of the student's package that defines that attribute (`self.out_proj = ...`,
-  register_parameter/register_buffer). That is where the name or the extra parameter comes from.
+- a key mismatch ("Missing key(s) ... "w_o.weight"", "Unexpected key(s) ... "output_proj.weight""): both
+  sides, the adapter's line that writes the key it passes and the package's line that defines the attribute
+  (`self.w_o = ...`, register_parameter/register_buffer); the adapter's is the location unless the adapter
+  passes the course's own key names and the module names them otherwise. Only a missing key (an extra
+  parameter such as a bias): the attribute's line.
 - a KeyError of the student's own lookup (weights["output_proj.weight"]): the line that raised.
 - any other interface problem (a size mismatch, a wrong argument, a dtype the contract does not have):
   the adapter's own line that handed the values over (the outermost frame of the student's files); when
@@ -50,14 +52,7 @@ def _built_at(frames: list, files: dict) -> dict | None:
 def _missing_attributes(message: str) -> list[str]:
     """'Missing key(s) in state_dict: "a.b.weight", "bias".' -> ['b', 'bias'] (the attribute each key names)."""
     m = re.search(r"Missing key\(s\) in state_dict:(.*?)(?:Unexpected key|size mismatch|\n|$)", message, re.S)
-    keys = re.findall(r'"([^"]+)"', m.group(1)) if m else []
-    out = []
-    for k in keys:
-        parts = k.split(".")
-        attr = parts[-2] if len(parts) > 1 and parts[-1] in ("weight", "bias") else parts[-1]
-        if attr not in out and not attr.isdigit():
-            out.append(attr)
-    return out
+    return _attrs(re.findall(r'"([^"]+)"', m.group(1)) if m else [])
 
 
 def _definition(attr: str, files: dict) -> dict | None:
@@ -76,13 +71,65 @@ def _definition(attr: str, files: dict) -> dict | None:
     return None
 
 
+# The attribute names of the course's state dicts (the adapters' documented keys): when the adapter passes
+# one of these and the module names it otherwise, the module is the side to change; in every other key
+# mismatch the adapter is (that is where students fix it: the key they typed).
+CONTRACT_ATTRS = {"weight", "q_proj", "k_proj", "v_proj", "output_proj", "w1", "w2", "w3", "ln1", "ln2", "attn",
+                  "ffn", "token_embeddings", "layers", "ln_final", "lm_head"}
+
+
+def _unexpected_attributes(message: str) -> list[str]:
+    m = re.search(r"Unexpected key\(s\) in state_dict:(.*?)(?:Missing key|size mismatch|\n|$)", message, re.S)
+    return _attrs(re.findall(r'"([^"]+)"', m.group(1)) if m else [])
+
+
+def _attrs(keys) -> list[str]:
+    out = []
+    for k in keys:
+        parts = k.split(".")
+        attr = parts[-2] if len(parts) > 1 and parts[-1] in ("weight", "bias") else parts[-1]
+        if attr not in out and not attr.isdigit():
+            out.append(attr)
+    return out
+
+
+def _adapter_key_line(frames: list, files: dict, attrs: list[str]) -> dict | None:
+    """The adapter's line that writes one of these keys (a string literal naming the attribute), searched in
+    the outermost student function that raised: the key the student typed."""
+    if not frames or not attrs:
+        return None
+    outer, line = frames[0]
+    path = outer.f_code.co_filename
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        return None
+    pat = re.compile("|".join(rf"""['"][^'"\n]*\b{re.escape(a)}\b[^'"\n]*['"]""" for a in attrs))
+    hits = [i for i in range(outer.f_code.co_firstlineno, min(line, len(text)) + 1) if pat.search(text[i - 1])]
+    return {"file": files[path], "line": hits[-1]} if hits else None
+
+
+def interface_sides(exc: BaseException, files: dict) -> dict:
+    """A state-dict mismatch's two sides: {"adapter": the line writing the key, "module": the attribute}."""
+    frames = _frames(exc.__traceback__, files)
+    module = next((f for f in (_definition(a, files) for a in _missing_attributes(str(exc))) if f), None)
+    adapter = _adapter_key_line(frames, files, _unexpected_attributes(str(exc)))
+    return {k: v for k, v in (("adapter", adapter), ("module", module)) if v}
+
+
 def interface_location(exc: BaseException, files: dict) -> dict | None:
     """The line to change for an interface exception, or None (then the raising line stands)."""
     frames = _frames(exc.__traceback__, files)
-    for attr in _missing_attributes(str(exc)):
-        found = _definition(attr, files)
-        if found:
-            return found
+    sides = interface_sides(exc, files)
+    if sides.get("adapter") and sides.get("module"):
+        passed, named = _unexpected_attributes(str(exc)), _missing_attributes(str(exc))
+        module_deviates = set(passed) <= CONTRACT_ATTRS and not set(named) <= CONTRACT_ATTRS
+        return sides["module"] if module_deviates else sides["adapter"]
+    if sides.get("module"):
+        return sides["module"]
+    if sides.get("adapter"):
+        return sides["adapter"]
     if isinstance(exc, KeyError):     # the student's own lookup of a key the adapter does not pass: that line
         return None
     if not frames:
