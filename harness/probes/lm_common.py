@@ -12,7 +12,7 @@ import torch
 from .. import lm_loader, trusted
 from ..lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from ..lmdiag.inputs import raised_by_torch
-from .lm_where import interface_location, interface_sides
+from .lm_where import interface_location, interface_sides, module_called
 from .base import ProbeTimeout, StudentError, check, rnd
 
 # The component table lives in harness/lm_table.py (no torch there: the parent reads it too).
@@ -157,6 +157,12 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
     msg = f"{type(exc).__name__}: {str(exc)[:400]}"
     loc = student_location(exc.__traceback__)
     relocated = interface_location(exc, lm_loader.STATE.files)   # the line to change if it is an interface problem
+    called = module_called(exc, lm_loader.STATE.files)
+    if called:      # a name bound to a submodule, not the class in it: the package's __init__ is the line
+        kind, relocated = "interface", {"file": called["file"], "line": called["line"]}
+        msg += (f" ({called['name']} is the module {called['module']}: {called['package']}'s __init__.py does "
+                f"not import the class, so `from {called['package']} import {called['name']}` bound the module; "
+                f"called at {called['called_at']['file']}:{called['called_at']['line']})")
     if kind == "interface":
         loc = relocated or loc
         sides = interface_sides(exc, lm_loader.STATE.files)

@@ -136,3 +136,36 @@ def interface_location(exc: BaseException, files: dict) -> dict | None:
         return None
     outer, line = frames[0]
     return _built_at(frames, files) or {"file": files[outer.f_code.co_filename], "line": line}
+
+
+def module_called(exc: BaseException, files: dict) -> dict | None:
+    """`Embedding(...)` where Embedding is the submodule cs336_basics.NN.Embedding, not the class in it
+    ("'module' object is not callable"): the package's __init__.py does not import the class, so
+    `from package import Embedding` bound the submodule. The line to change is in that __init__.py (its last
+    import, where the class belongs), not the call that raised."""
+    import types
+    if not isinstance(exc, TypeError) or "'module' object is not callable" not in str(exc):
+        return None
+    frames = _frames(exc.__traceback__, files)
+    if not frames:
+        return None
+    frame, line = frames[-1]
+    try:
+        with open(frame.f_code.co_filename, encoding="utf-8", errors="replace") as f:
+            text = f.read().splitlines()[line - 1]
+    except (OSError, IndexError):
+        return None
+    scope = {**frame.f_globals, **frame.f_locals}
+    for name, value in scope.items():
+        if isinstance(value, types.ModuleType) and re.search(rf"\b{re.escape(name)}\s*\(", text):
+            package = (value.__name__ or "").rpartition(".")[0]
+            init = getattr(__import__("sys").modules.get(package), "__file__", None)
+            if not package or init not in files:
+                return None
+            with open(init, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+            imports = [i for i, t in enumerate(lines, 1) if re.match(r"\s*(from|import)\s", t)]
+            return {"file": files[init], "line": imports[-1] if imports else 1, "name": name,
+                    "module": value.__name__, "package": package,
+                    "called_at": {"file": files[frame.f_code.co_filename], "line": line}}
+    return None
