@@ -265,6 +265,8 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
                 and fingerprint is not None:      # a bug that raises on some inputs: a known bug's exception?
             attach(o.check, fingerprint(ctx, comp, redraw))
         o.check.setdefault("data", {})["lines"] = lines_ran(ctx, comp)
+        if (o.check.get("data") or {}).get("kind") == "error":
+            locate_crash(ctx, comp, o.check, dict(course).get(o.check["data"].get("case")))
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
@@ -339,6 +341,28 @@ def locate(ctx, comp: str, c: dict, build, row: dict | None):
     if found:
         c["data"]["divergence"] = found
         c["location"] = {"file": found["file"], "line": found["line"]}
+
+
+def locate_crash(ctx, comp: str, c: dict, build):
+    """A crash on a value of the wrong shape or dtype: the line that made that value (probes/lm_where.py's
+    crash_origin), the raising line kept as context. Nothing when it cannot be told."""
+    from . import lm_divergence as div
+    from .lm_where import SHAPE_TEXT, crash_origin
+    msg = str((c.get("data") or {}).get("message", "")).lower()
+    if build is None or not any(t in msg for t in SHAPE_TEXT):
+        return
+    try:
+        with ctx.student(f"{ADAPTER[comp]} (where the value was made)", seconds=ctx.budget(10.0)):
+            rec, _ = div.record(dict(lm_loader.STATE.files), getattr(ctx.module, ADAPTER[comp]), build())
+        found = crash_origin(rec.failed, rec.ops)
+    except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
+        return
+    if found:
+        c["data"]["made_at"] = found
+        c["data"]["raised_at"] = c.get("location")
+        c["location"] = {"file": found["file"], "line": found["line"]}
+        c["detail"] += (f"; the {found['op']} at {found['file']}:{found['line']} made the value of shape "
+                        f"{found['shape']} that {found['raised_at']['op']} raised on")
 
 
 def attach(c: dict, fp: dict | None):

@@ -55,6 +55,7 @@ class Recorder(TorchFunctionMode):
         self.producer: dict[int, int] = {}       # id(tensor) -> index of the op that made (or last wrote) it
         self.keep: list = []                     # keeps every tensor and frame seen alive: ids stay unique
         self.numbers: list = []                  # (shown file, line, number, ops so far): see record(numbers=)
+        self.failed = None                       # (op name, its inputs' producers, their shapes, stack) if it raised
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -63,7 +64,12 @@ class Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         given = _tensors(args) + _tensors(list(kwargs.values()))
         ins = [self._made(t) for t in given]          # before the call: an in-place op changes its input
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception:
+            if self.failed is None:     # the op that raised: which values it was given (crash_origin)
+                self.failed = (name, ins, [tuple(t.shape) for t in given], self._stack())
+            raise
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         if out is None and name in _IN_PLACE_RETURNS_NONE and args and isinstance(args[0], torch.Tensor):
             outs = [args[0]]

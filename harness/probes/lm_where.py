@@ -106,8 +106,11 @@ def _adapter_key_line(frames: list, files: dict, attrs: list[str]) -> dict | Non
     except OSError:
         return None
     pat = re.compile("|".join(rf"""['"][^'"\n]*\b{re.escape(a)}\b[^'"\n]*['"]""" for a in attrs))
-    hits = [i for i in range(outer.f_code.co_firstlineno, min(line, len(text)) + 1) if pat.search(text[i - 1])]
-    return {"file": files[path], "line": hits[-1]} if hits else None
+    end = line     # the call's statement may go on over several lines (a dict literal): up to the next def
+    while end < len(text) and end < line + 40 and not re.match(r"(def|class|@)\b|\S", text[end][:1] or " "):
+        end += 1
+    hits = [i for i in range(outer.f_code.co_firstlineno, end + 1) if pat.search(text[i - 1])]
+    return {"file": files[path], "line": min(hits, key=lambda i: (abs(i - line), -i))} if hits else None
 
 
 def interface_sides(exc: BaseException, files: dict) -> dict:
@@ -169,3 +172,44 @@ def module_called(exc: BaseException, files: dict) -> dict | None:
                     "module": value.__name__, "package": package,
                     "called_at": {"file": files[frame.f_code.co_filename], "line": line}}
     return None
+
+
+SHAPE_TEXT = ("size of tensor", "must match", "shape", "mat1 and mat2", "dimension", "broadcast", "expected",
+              "dtype", "index", "out of range")
+SHAPING = {"unsqueeze", "view", "reshape", "transpose", "permute", "expand", "__getitem__", "squeeze", "flatten",
+           "repeat", "arange", "expand_as", "view_as", "t", "T", "mT", "to", "type", "long", "int", "float",
+           "half", "stack", "cat", "tensor", "einsum", "rearrange"}
+
+
+def crash_origin(failed, ops) -> dict | None:
+    """Where the value that made an op raise was made: (op, its inputs' producers, shapes, stack) of the op
+    that raised, from lm_divergence.Recorder. The course's inputs are right by construction, so when the raising
+    op mixes an input with a value the student's code made, that value is the suspect; among several made
+    ones, one shaped or cast by a reshaping op. None when it was made on the raising line itself."""
+    if not failed or not failed[3]:
+        return None
+    name, ins, shapes, stack = failed
+    raised_at = (stack[0][0], stack[0][1])
+    made = [(ops[p], shape) for p, shape in zip(ins, shapes) if p is not None]
+    if not made:
+        return None
+    if len(made) < len(ins):      # an input of the course's meets one value the student made: that value
+        pick = made[-1] if len(made) == 1 else next((m for m in made if m[0].name in SHAPING), None)
+    else:
+        shaped = [m for m in made if m[0].name in SHAPING]
+        pick = shaped[-1] if len(shaped) == 1 else None
+    if pick is None:
+        return None
+    op, shape = pick
+    for _ in range(4):      # back through same-shape steps (cos of the angles) to the op that shaped them
+        if op.name in SHAPING:
+            break
+        back = [ops[p] for p in op.ins if p is not None]
+        if len(back) != 1 or not back[0].outs or not op.outs or back[0].outs[0].shape != op.outs[0].shape:
+            break
+        op = back[0]
+    at = (op.stack[0][0], op.stack[0][1])
+    if at == raised_at:
+        return None
+    return {"file": at[0], "line": at[1], "op": op.name, "shape": list(shape),
+            "raised_at": {"file": raised_at[0], "line": raised_at[1], "op": name}}
