@@ -156,7 +156,15 @@ class ComponentRule:
         explains = tuple(f"lm-{x}" for x, _, _ in COMPONENTS if x in below) + tuple(p["id"] for p in props)
         own = [p for p in props if p["status"] == "fail" and p["data"]["component"] == comp]
         fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None
-        if self.kind in ("mismatch", "error") and fp and fp.get("cause"):
+        order = [a for a in d.get("argument_order") or () if isinstance(a, dict) and isinstance(a.get("line"), int)]
+        if order and self.kind in ("mismatch", "error"):
+            # symptom (the component fails) and mechanism (a value lands in another parameter's slot) observed
+            f = Finding(0.85, [f"{comp} ({name}): " + "; ".join(
+                f"{a.get('callee')}(...) gets {a.get('argument')} in the slot of its parameter {a.get('slot')}"
+                for a in order[:3]) + " (pass them by keyword)", say(c)],
+                {"file": order[0].get("file"), "line": order[0]["line"]}, explains=explains)
+            f.cause = INTERFACE
+        elif self.kind in ("mismatch", "error") and fp and fp.get("cause"):
             # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
             also = f" (also equal to: {', '.join(fp['also_matches'])})" if fp.get("also_matches") else ""
             f = Finding(0.95 if not fp.get("also_matches") else 0.8,

@@ -265,6 +265,7 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
                 and fingerprint is not None:      # a bug that raises on some inputs: a known bug's exception?
             attach(o.check, fingerprint(ctx, comp, redraw))
         o.check.setdefault("data", {})["lines"] = lines_ran(ctx, comp)
+        _argument_order(ctx, comp, o.check)
         if (o.check.get("data") or {}).get("kind") == "error":
             locate_crash(ctx, comp, o.check, dict(course).get(o.check["data"].get("case")))
         return [o.check]
@@ -277,6 +278,7 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
         ctx.cache.setdefault("lm_passing_lines", set()).update(ctx.cache.get("lm_lines", {}).get(comp, ()))
     elif c["status"] == "fail":
         c["data"]["lines"] = lines_ran(ctx, comp)
+        _argument_order(ctx, comp, c)
         bad = next((r for r in rows if not r["ok"]), None)
         locate(ctx, comp, c, dict(cases).get(bad["case"]) if bad else None, bad)
     if c["status"] == "fail" and redraw is not None and fingerprint is not None:
@@ -341,6 +343,17 @@ def locate(ctx, comp: str, c: dict, build, row: dict | None):
     if found:
         c["data"]["divergence"] = found
         c["location"] = {"file": found["file"], "line": found["line"]}
+
+
+def _argument_order(ctx, comp: str, c: dict):
+    """A failing component whose adapter passes arguments into other parameters' slots (lm_where)."""
+    from .lm_where import argument_order
+    try:
+        found = argument_order(getattr(ctx.module, ADAPTER[comp], None), lm_loader.STATE.files)
+    except Exception:                # noqa: BLE001 - reading the adapter is extra evidence
+        return
+    if found:
+        c.setdefault("data", {})["argument_order"] = found
 
 
 def locate_crash(ctx, comp: str, c: dict, build):

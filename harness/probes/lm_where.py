@@ -213,3 +213,40 @@ def crash_origin(failed, ops) -> dict | None:
         return None
     return {"file": at[0], "line": at[1], "op": op.name, "shape": list(shape),
             "raised_at": {"file": raised_at[0], "line": raised_at[1], "op": name}}
+
+
+def argument_order(fn, files: dict) -> list[dict]:
+    """Calls in the adapter `fn` that pass a variable positionally into another parameter's slot while the
+    callee has a parameter of that variable's own name (`TransformerLM(vocab_size, d_model, context_length)`
+    for (vocab_size, context_length, d_model)): [{file, line, callee, argument, slot}]. Read from the
+    adapter's source and the callee's signature; the caller decides whether the failure it explains was seen."""
+    import ast
+    import inspect
+    import textwrap
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename not in files:
+        return []
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    scope = dict(getattr(fn, "__globals__", {}))
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        callee = scope.get(node.func.id)
+        try:
+            params = [p for p in inspect.signature(callee).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            continue
+        names = {p.name for p in params}
+        for arg, slot in zip(node.args, params):
+            if isinstance(arg, ast.Starred):
+                break
+            if isinstance(arg, ast.Name) and arg.id != slot.name and arg.id in names:
+                out.append({"file": files[code.co_filename], "line": first + node.lineno - 1,
+                            "callee": node.func.id, "argument": arg.id, "slot": slot.name})
+    return out[:10]
