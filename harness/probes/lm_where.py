@@ -215,6 +215,18 @@ def crash_origin(failed, ops) -> dict | None:
             "raised_at": {"file": raised_at[0], "line": raised_at[1], "op": name}}
 
 
+# The course's hyperparameters under the names students give them (theta / rope_theta, context_length /
+# max_seq_len): a value is in the wrong slot when its meaning differs from the slot's and the callee has a
+# parameter with its meaning.
+SYNONYMS = {"rope_theta": "theta", "base": "theta", "context_length": "seq_len", "max_seq_len": "seq_len",
+            "max_seq_length": "seq_len", "seq_len": "seq_len", "n_heads": "num_heads", "n_layers": "num_layers",
+            "d_head": "d_k", "head_dim": "d_k", "dim_ff": "d_ff", "ffn_dim": "d_ff"}
+
+
+def _meaning(name: str) -> str:
+    return SYNONYMS.get(name, name)
+
+
 def argument_order(fn, files: dict) -> list[dict]:
     """Calls in the adapter `fn` that pass a variable positionally into another parameter's slot while the
     callee has a parameter of that variable's own name (`TransformerLM(vocab_size, d_model, context_length)`
@@ -242,11 +254,11 @@ def argument_order(fn, files: dict) -> list[dict]:
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
             continue
-        names = {p.name for p in params}
+        names = {_meaning(p.name) for p in params}
         for arg, slot in zip(node.args, params):
             if isinstance(arg, ast.Starred):
                 break
-            if isinstance(arg, ast.Name) and arg.id != slot.name and arg.id in names:
+            if isinstance(arg, ast.Name) and _meaning(arg.id) != _meaning(slot.name) and _meaning(arg.id) in names:
                 out.append({"file": files[code.co_filename], "line": first + node.lineno - 1,
                             "callee": node.func.id, "argument": arg.id, "slot": slot.name})
     return out[:10]

@@ -22,6 +22,15 @@ def run_model_by_keyword(vocab_size, context_length, d_model, num_layers, rope_t
 
 def run_model_other_names(v, c, d, n, t):
     return Model(v, d, c, n, t)
+
+
+class Block:
+    def __init__(self, d_model, max_seq_len, theta):
+        pass
+
+
+def run_block(d_model, context_length, rope_theta):
+    return Block(d_model, context_length, rope_theta), Block(d_model, rope_theta, context_length)
 '''
 
 
@@ -39,3 +48,6 @@ def test_a_variable_in_another_parameters_slot_is_found_at_the_call(tmp_path):
     assert argument_order(mod.run_model_by_keyword, files) == []
     assert argument_order(mod.run_model_other_names, files) == []      # no name to go by: nothing claimed
     assert argument_order(mod.run_model, {}) == []                     # not the student's file: not read
+    # the course's names for the same hyperparameter (context_length is a max_seq_len, rope_theta a theta)
+    assert [(f["argument"], f["slot"]) for f in argument_order(mod.run_block, files)] == [
+        ("rope_theta", "max_seq_len"), ("context_length", "theta")]
