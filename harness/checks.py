@@ -155,7 +155,9 @@ DECLARED.update({
     "contract": DECLARED["contract"] + (C("lm-imports", "imports of the student's package that failed", "info",
                                           "placeholders raise only when used"),
                                         C("lm-out-of-scope", "tokenizer/BPE/checkpoint adapters", "info",
-                                          "issue 12: out of scope")),
+                                          "issue 12: out of scope"),
+                                        C("lm-environment", "imports a newer Python has (bound from "
+                                          "typing_extensions)", "info", "the grader's Python, not the student")),
     "lm-rope-properties": (C("lm-rope-identity-at-0", "max |RoPE(x, 0) - x|", "float32 noise", "identity at 0"),
                            C("lm-rope-norm", "max ||RoPE(x)| - |x||", "float32 noise", "a rotation keeps norms"),
                            C("lm-rope-relative", "q_m.k_n against q_(m+s).k_(n+s)", "float32 noise",

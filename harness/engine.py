@@ -10,6 +10,7 @@ import math
 from . import __version__
 from .causes import BY_ID, RULES
 from .causes.base import Evidence, say
+from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
 from .outcome import ChildOutcome, stack_line
 
@@ -169,6 +170,8 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
+    if ev.assignment == "lm":      # measured failures before deviations, unfinished parts and notes
+        out.sort(key=lm_order)
     for d in out:
         d.pop("_message", None)
     return out

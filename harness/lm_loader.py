@@ -19,6 +19,7 @@ import os
 import sys
 import types
 
+from . import lm_paths
 from .loader import (LOAD_TIMEOUT_S, LoadTimeout, Source, SubmissionError, filter_module, load_limit,
                      read_source, student_line)
 
@@ -36,6 +37,15 @@ PROTECTED = {"harness", "mtxdiag", "reference_model", "mutants", "torch", "numpy
 SKIP_ANYWHERE = {".git", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".tox", ".mypy_cache",
                  ".pytest_cache"}
 SKIP_DIRS = SKIP_ANYWHERE | {"env", "build", "dist", "wandb", "data", "checkpoints", "outputs"}
+# Standard-library modules the grader and torch use after the student's code loaded: a student's folder of
+# that name is never served in their place (a student `code/` or `model/` package is).
+GRADER_STDLIB = {"abc", "ast", "builtins", "collections", "concurrent", "contextlib", "copy", "ctypes",
+                 "dataclasses", "encodings", "enum", "functools", "gc", "importlib", "inspect", "io", "itertools",
+                 "json", "logging", "math", "multiprocessing", "numbers", "operator", "os", "pathlib", "pickle",
+                 "random", "re", "select", "signal", "site", "socket", "string", "struct", "sys", "tempfile",
+                 "threading", "time", "traceback", "types", "typing", "unittest", "warnings", "weakref", "test",
+                 "email", "http", "urllib", "xml", "sqlite3", "asyncio", "distutils", "tkinter", "curses",
+                 "dbm", "venv", "wsgiref", "xmlrpc", "lib2to3", "pydoc_data", "idlelib", "ensurepip", "zoneinfo"}
 
 
 
@@ -49,6 +59,9 @@ class _State:
         self.notes: list[dict] = []
         self.files: dict[str, str] = {}     # path that runs -> path shown to the user
         self.skipped: list[dict] = []
+        self.finder = None                   # the repository's RepoFinder, once one is installed
+        self.path_additions: list[dict] = []   # sys.path entries into the repository that were honoured
+        self.environment: list[dict] = []      # imports a newer Python has (typing.override on 3.11)
 
 
 STATE = _State()
@@ -151,12 +164,33 @@ def _bind_failed_import(stmt, ns: dict, e: BaseException, code_path: str, flags:
             try:
                 exec(compile(ast.Module([one], []), code_path, "exec", flags=flags, dont_inherit=True), ns)
             except ImportError as e2:
+                if _newer_python(stmt, a, ns, display):
+                    continue
                 r2, m2 = _reason(e2)
                 ns[local] = Placeholder(local, r2, m2)
                 bound.append(local)
                 reason, missing = r2, m2 or missing
-    STATE.notes.append({"file": display, "line": stmt.lineno, "names": bound, "error": reason,
-                        "missing_module": missing})
+    if bound:       # every name was found after all (a newer Python's, bound from typing_extensions)
+        STATE.notes.append({"file": display, "line": stmt.lineno, "names": bound, "error": reason,
+                            "missing_module": missing})
+
+
+def _newer_python(stmt, alias, ns: dict, display: str) -> bool:
+    """`from typing import override` on a Python whose typing lacks it (3.12 added it): the grader's
+    environment, not the student's code. typing_extensions has the same name: bind it, and say so."""
+    if stmt.level or stmt.module != "typing":
+        return False
+    try:
+        import typing_extensions
+        value = getattr(typing_extensions, alias.name)
+    except (ImportError, AttributeError):
+        return False
+    ns[alias.asname or alias.name] = value
+    STATE.environment.append({"file": display, "line": stmt.lineno, "name": f"typing.{alias.name}",
+                              "note": f"typing.{alias.name} needs a newer Python than the grader's "
+                                      f"{sys.version_info[0]}.{sys.version_info[1]}; typing_extensions' "
+                                      "was used instead"})
+    return True
 
 
 def exec_definitions(tree: ast.Module, code_path: str, ns: dict, display: str):
@@ -195,6 +229,7 @@ class StudentLoader(importlib.abc.Loader):
         except SubmissionError as e:
             raise StudentModuleError(f"{self.display} line {e.line}: {e.message}") from None
         STATE.skipped.extend(dict(s, file=self.display) for s in source.skipped)
+        honour_path_additions(source.text, self.path)
         try:
             exec_definitions(tree, self.path, module.__dict__, self.display)
         except BaseException as e:
@@ -207,8 +242,8 @@ class StudentLoader(importlib.abc.Loader):
 class RepoFinder(importlib.abc.MetaPathFinder):
     """Serves the student's top-level packages and modules from their repository, through StudentLoader."""
 
-    def __init__(self, tops: dict[str, str], root: str, display: str):
-        self.tops, self.root, self.display = tops, root, display
+    def __init__(self, tops: dict[str, str], root: str, display: str, shadow: frozenset = frozenset()):
+        self.tops, self.root, self.display, self.shadow = tops, root, display, shadow
 
     def _show(self, path: str) -> str:
         rel = os.path.relpath(path, self.root)
@@ -220,6 +255,8 @@ class RepoFinder(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         if top not in self.tops:
             return None
+        if top in self.shadow and not self._student_importing():
+            return None        # the grader's own `import code` still gets the standard library's
         base = os.path.join(self.tops[top], *fullname.split("."))
         if os.path.isdir(base):
             init = os.path.join(base, "__init__.py")
@@ -235,6 +272,33 @@ class RepoFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+    def _student_importing(self) -> bool:
+        """Whether the import statement being served runs in one of the student's files."""
+        f = sys._getframe(1)
+        while f is not None and (f.f_code.co_filename.startswith("<frozen") or f.f_code.co_filename == __file__):
+            f = f.f_back
+        return f is not None and f.f_code.co_filename in STATE.files
+
+
+def honour_path_additions(text: str, here: str):
+    """A module's top-level sys.path additions that point into the repository make that folder's modules
+    importable, as they are when the student runs the code (the loader skips the call itself)."""
+    finder = STATE.finder
+    if finder is None or "sys.path" not in text:
+        return
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return
+    for path in lm_paths.additions(tree, here):
+        folder = lm_paths.into_repository(path, here, finder.root)
+        if folder:
+            for name, base in _names_in(folder, finder.tops, sys.modules).items():
+                finder.tops[name] = base
+            STATE.path_additions.append({"file": finder._show(here), "path": path[:300],
+                                         "folder": os.path.relpath(folder, finder.root)})
+
+
 def _has_py(d: str) -> bool:
     try:
         return any(n.endswith(".py") or (os.path.isdir(os.path.join(d, n)) and not n.startswith("."))
@@ -245,22 +309,39 @@ def _has_py(d: str) -> bool:
 
 def top_level_names(root: str) -> dict[str, str]:
     """The repository's importable top-level names (root and a src/ layout) -> the folder that holds them."""
-    tops = {}
+    tops: dict[str, str] = {}
     for base in (os.path.join(root, "src"), root):
-        if not os.path.isdir(base):
-            continue
-        for n in sorted(os.listdir(base)):
-            p = os.path.join(base, n)
-            name = n[:-3] if n.endswith(".py") and os.path.isfile(p) else n if os.path.isdir(p) else None
-            if (not name or not name.isidentifier() or n in SKIP_DIRS or name in PROTECTED
-                    or name in sys.stdlib_module_names or name in tops):
-                continue
-            if os.path.isdir(p) and not _has_py(p):
-                continue
-            if name in sys.modules and name != "tests":
-                continue
-            tops[name] = base
+        tops.update(_names_in(base, tops, sys.modules))
     return tops
+
+
+def shadowing(tops: dict[str, str]) -> frozenset:
+    """The student's packages named like a standard-library module (a folder `code/`): served to the student's
+    own imports (the grader's keep the standard library's); the child may have imported that module already."""
+    return frozenset(n for n, base in tops.items() if n in sys.stdlib_module_names
+                     and os.path.isdir(os.path.join(base, n)))
+
+
+def _names_in(base: str, tops: dict, loaded) -> dict[str, str]:
+    """Importable names in one folder not yet in tops. A package folder named like a standard-library module
+    is the student's (their `import code.model` means it) unless the grader needs that module itself."""
+    out: dict[str, str] = {}
+    if not os.path.isdir(base):
+        return out
+    for n in sorted(os.listdir(base)):
+        p = os.path.join(base, n)
+        name = n[:-3] if n.endswith(".py") and os.path.isfile(p) else n if os.path.isdir(p) else None
+        if not name or not name.isidentifier() or n in SKIP_DIRS or name in PROTECTED or name in tops or name in out:
+            continue
+        if os.path.isdir(p) and not _has_py(p):
+            continue
+        stdlib = name in sys.stdlib_module_names
+        if stdlib and (not os.path.isdir(p) or name in GRADER_STDLIB or name in sys.builtin_module_names):
+            continue
+        if name in loaded and name != "tests" and not stdlib:
+            continue
+        out[name] = base
+    return out
 
 
 def find_adapters(root: str) -> str | None:
@@ -294,13 +375,17 @@ def _load(path: str, display: str | None, raw: bytes | None) -> tuple[Source, ty
         raise SubmissionError("missing-adapters", "the folder has no tests/adapters.py (the CS336 adapter "
                               "functions) and no adapters.py")
     tops = top_level_names(root)
-    finder = RepoFinder(tops, root, display.rstrip("/"))
+    finder = RepoFinder(tops, root, display.rstrip("/"), shadowing(tops))
+    for name in finder.shadow:        # the student's `import code` must reach the finder, not the cache
+        sys.modules.pop(name, None)
+    STATE.finder = finder
     sys.meta_path.insert(0, finder)
     full = os.path.join(root, rel)
     with open(full, "rb") as f:
         raw = f.read()
     source = read_source(finder._show(full), raw)
     source.run_path = full
+    honour_path_additions(source.text, full)
     package = "tests" if rel.startswith("tests/") and "tests" in tops else None
     name = "tests.adapters" if package else "adapters"
     if package:

@@ -12,7 +12,7 @@ import torch
 from .. import lm_loader, trusted
 from ..lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from ..lmdiag.inputs import raised_by_torch
-from .lm_where import interface_location
+from .lm_where import interface_location, interface_sides, module_called
 from .base import ProbeTimeout, StudentError, check, rnd
 
 # The component table lives in harness/lm_table.py (no torch there: the parent reads it too).
@@ -136,6 +136,16 @@ def _traced(ctx, comp: str, fn, args):
         sys.settrace(old)
 
 
+def lines_ran(ctx, comp: str) -> dict:
+    """{shown file: [lines]} of the student's lines that ran for this component: the parent folds another
+    component's failure into this one only when that failure starts on one of them (first divergence)."""
+    out: dict = {}
+    for f, line in ctx.cache.get("lm_lines", {}).get(comp, ()):
+        if f:
+            out.setdefault(f, []).append(line)
+    return {f: sorted(v) for f, v in out.items()}
+
+
 def functions_ran(ctx, comp: str) -> list:
     return [[f, line, name] for (f, line), name in ctx.cache.get("lm_functions", {}).get(comp, {}).items()]
 
@@ -147,10 +157,19 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
     msg = f"{type(exc).__name__}: {str(exc)[:400]}"
     loc = student_location(exc.__traceback__)
     relocated = interface_location(exc, lm_loader.STATE.files)   # the line to change if it is an interface problem
+    called = module_called(exc, lm_loader.STATE.files)
+    if called:      # a name bound to a submodule, not the class in it: the package's __init__ is the line
+        kind, relocated = "interface", {"file": called["file"], "line": called["line"]}
+        msg += (f" ({called['name']} is the module {called['module']}: {called['package']}'s __init__.py does "
+                f"not import the class, so `from {called['package']} import {called['name']}` bound the module; "
+                f"called at {called['called_at']['file']}:{called['called_at']['line']})")
     if kind == "interface":
         loc = relocated or loc
+        sides = interface_sides(exc, lm_loader.STATE.files)
     data = {"component": comp, "kind": kind, "adapter": name, "case": case, "exception": type(exc).__name__,
             "message": msg[:1000], "where": f"{name}(...)", "timeout": kind == "timeout"}
+    if kind == "interface" and sides:
+        data["sides"] = sides
     if relocated and kind == "error":       # the parent uses it if the diagnosis turns out to be the interface
         data["adapter_location"] = relocated
     if kind == "not-implemented":
@@ -237,28 +256,70 @@ def run_cases(ctx, comp: str, cases, what: str, redraw=None, fingerprint=None) -
     redraw(seed) -> such cases for another draw: a failing component is then fingerprinted against the mutants."""
     ref = getattr(reference(), ADAPTER[comp])
     rows = []
+    course = [(desc, build) for desc, build in cases if not beyond_course(desc)]
     try:
-        for desc, build in cases:
-            got = as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
-            with torch.no_grad():
-                ref64 = ref(*[to64(a) for a in build()]).detach()
-                ref32 = ref(*build()).detach()
-            rows.append(compare(comp, desc, got, ref64, ref32))
+        for desc, build in course:
+            rows.append(_one_case(ctx, comp, ref, desc, build))
     except Outcome as o:
         if (o.check.get("data") or {}).get("kind") == "error" and redraw is not None \
                 and fingerprint is not None:      # a bug that raises on some inputs: a known bug's exception?
             attach(o.check, fingerprint(ctx, comp, redraw))
+        o.check.setdefault("data", {})["lines"] = lines_ran(ctx, comp)
+        _argument_order(ctx, comp, o.check)
+        if (o.check.get("data") or {}).get("kind") == "error":
+            locate_crash(ctx, comp, o.check, dict(course).get(o.check["data"].get("case")))
         return [o.check]
     c = verdict(comp, rows, what)
     c["data"]["functions"] = functions_ran(ctx, comp)
+    notes = _robustness(ctx, comp, ref, [(d, b) for d, b in cases if beyond_course(d)])
+    if notes:
+        c["data"]["robustness"] = notes
     if c["status"] == "pass":        # these lines are right: a divergence on one is located at its caller
         ctx.cache.setdefault("lm_passing_lines", set()).update(ctx.cache.get("lm_lines", {}).get(comp, ()))
     elif c["status"] == "fail":
+        c["data"]["lines"] = lines_ran(ctx, comp)
+        _argument_order(ctx, comp, c)
         bad = next((r for r in rows if not r["ok"]), None)
         locate(ctx, comp, c, dict(cases).get(bad["case"]) if bad else None, bad)
     if c["status"] == "fail" and redraw is not None and fingerprint is not None:
         attach(c, fingerprint(ctx, comp, redraw))    # passed in by the caller: lm_fingerprint imports this module
     return [c]
+
+
+# Inputs the adapter's signature allows but the course never passes (2-D input into Linear or RMSNorm, SDPA
+# without a mask, 1-D positions into attention with RoPE): a failure there is a robustness note (severity
+# info), never the component's failure. Their descriptions end with this marker.
+BEYOND = " (beyond the course's inputs)"
+
+
+def beyond_course(desc: str) -> bool:
+    return desc.endswith(BEYOND)
+
+
+def _one_case(ctx, comp, ref, desc, build) -> dict:
+    got = as_plain(call(ctx, comp, build(), desc), comp, desc, ctx)
+    with torch.no_grad():
+        ref64 = ref(*[to64(a) for a in build()]).detach()
+        ref32 = ref(*build()).detach()
+    return compare(comp, desc, got, ref64, ref32)
+
+
+def _robustness(ctx, comp, ref, cases) -> list[dict]:
+    """The cases beyond the course's inputs that raise or differ: [{case, problem, location}]."""
+    out = []
+    for desc, build in cases:
+        try:
+            row = _one_case(ctx, comp, ref, desc, build)
+        except Outcome as o:
+            out.append({"case": desc, "problem": str(o.check.get("detail", ""))[:300],
+                        "location": o.check.get("location")})
+            continue
+        if not row["ok"]:
+            problem = (f"returned shape {row['shape']}, expected {row['expected_shape']}" if "shape" in row else
+                       "NaN or infinite outputs" if not row.get("finite") else
+                       f"max abs error {row['max_abs']:.3g}, relative {row['max_rel']:.3g}")
+            out.append({"case": desc, "problem": problem, "location": None})
+    return out
 
 
 def locate(ctx, comp: str, c: dict, build, row: dict | None):
@@ -282,6 +343,39 @@ def locate(ctx, comp: str, c: dict, build, row: dict | None):
     if found:
         c["data"]["divergence"] = found
         c["location"] = {"file": found["file"], "line": found["line"]}
+
+
+def _argument_order(ctx, comp: str, c: dict):
+    """A failing component whose adapter passes arguments into other parameters' slots (lm_where)."""
+    from .lm_where import argument_order
+    try:
+        found = argument_order(getattr(ctx.module, ADAPTER[comp], None), lm_loader.STATE.files)
+    except Exception:                # noqa: BLE001 - reading the adapter is extra evidence
+        return
+    if found:
+        c.setdefault("data", {})["argument_order"] = found
+
+
+def locate_crash(ctx, comp: str, c: dict, build):
+    """A crash on a value of the wrong shape or dtype: the line that made that value (probes/lm_where.py's
+    crash_origin), the raising line kept as context. Nothing when it cannot be told."""
+    from . import lm_divergence as div
+    from .lm_where import SHAPE_TEXT, crash_origin
+    msg = str((c.get("data") or {}).get("message", "")).lower()
+    if build is None or not any(t in msg for t in SHAPE_TEXT):
+        return
+    try:
+        with ctx.student(f"{ADAPTER[comp]} (where the value was made)", seconds=ctx.budget(10.0)):
+            rec, _ = div.record(dict(lm_loader.STATE.files), getattr(ctx.module, ADAPTER[comp]), build())
+        found = crash_origin(rec.failed, rec.ops)
+    except Exception:                # noqa: BLE001 - locating is extra evidence; it never breaks the check
+        return
+    if found:
+        c["data"]["made_at"] = found
+        c["data"]["raised_at"] = c.get("location")
+        c["location"] = {"file": found["file"], "line": found["line"]}
+        c["detail"] += (f"; the {found['op']} at {found['file']}:{found['line']} made the value of shape "
+                        f"{found['shape']} that {found['raised_at']['op']} raised on")
 
 
 def attach(c: dict, fp: dict | None):

@@ -16,8 +16,12 @@ import math
 import torch
 
 from .base import check
-from .lm_common import gen, reference_files, run_cases
+from .lm_common import BEYOND, gen, reference_files, run_cases
 from .lm_fingerprint import match_cases
+
+
+def _course(desc: str, course: bool) -> str:
+    return desc if course else desc + BEYOND
 
 
 def seeded_randn(g, *shape, scale=1.0):
@@ -34,8 +38,9 @@ def _case(seed, k, make):
 
 
 def linear_cases(seed):
-    shapes = [(16, 24, (5, 16)), (32, 8, (2, 3, 7, 32)), (64, 64, (1, 64))]
-    return [(f"d_in={i} d_out={o} x{list(x)}", _case(seed, k, lambda g, i=i, o=o, x=x:
+    # the course passes (batch, seq, d_in); 2-D and 4-D inputs are what the signature merely allows
+    shapes = [(16, 24, (5, 16)), (32, 8, (2, 3, 7, 32)), (64, 64, (1, 64)), (16, 24, (2, 5, 16)), (64, 64, (1, 3, 64))]
+    return [(_course(f"d_in={i} d_out={o} x{list(x)}", len(x) == 3), _case(seed, k, lambda g, i=i, o=o, x=x:
                                                       (i, o, _w(g, o, i), seeded_randn(g, *x))))
             for k, (i, o, x) in enumerate(shapes)]
 
@@ -49,14 +54,16 @@ def embedding_cases(seed):
 
 def rmsnorm_cases(seed):
     # scale 1e-3: the mean square (1e-6) is below eps, so where eps goes matters; scale 30: large activations
-    shapes = [((2, 7, 16), 1.0, 1e-5), ((3, 16), 1e-3, 1e-5), ((2, 2, 5, 16), 30.0, 1e-5), ((4, 16), 1e-3, 1e-3)]
-    out = [(f"x{list(x)} scale {sc} eps {eps}", _case(seed, 20 + k, lambda g, x=x, sc=sc, eps=eps:
+    # (batch, seq, d_model) as the course passes it; a 2-D input last, beyond the course's inputs
+    shapes = [((2, 7, 16), 1.0, 1e-5), ((1, 3, 16), 1e-3, 1e-5), ((2, 5, 16), 30.0, 1e-5), ((1, 4, 16), 1e-3, 1e-3),
+              ((3, 16), 1.0, 1e-5)]
+    out = [(_course(f"x{list(x)} scale {sc} eps {eps}", len(x) == 3), _case(seed, 20 + k, lambda g, x=x, sc=sc, eps=eps:
                                                       (x[-1], eps, 1 + 0.2 * seeded_randn(g, x[-1]),
                                                        seeded_randn(g, *x, scale=sc))))
            for k, (x, sc, eps) in enumerate(shapes)]
     # float16 activations of ~300: their squares (9e4) overflow float16 (max 65504) unless upcast first
-    out.append(("x[3, 16] float16 scale 300", _case(seed, 29, lambda g: (
-        16, 1e-5, (1 + 0.2 * seeded_randn(g, 16)).half(), seeded_randn(g, 3, 16, scale=300.0).half()))))
+    out.append(("x[1, 3, 16] float16 scale 300", _case(seed, 29, lambda g: (
+        16, 1e-5, (1 + 0.2 * seeded_randn(g, 16)).half(), seeded_randn(g, 1, 3, 16, scale=300.0).half()))))
     return out
 
 
@@ -66,8 +73,8 @@ def silu_cases(seed):
 
 
 def swiglu_cases(seed):
-    shapes = [(16, 40, (2, 6, 16)), (32, 24, (5, 32))]
-    return [(f"d_model={d} d_ff={f} x{list(x)}", _case(seed, 40 + k, lambda g, d=d, f=f, x=x:
+    shapes = [(16, 40, (2, 6, 16)), (32, 24, (5, 32)), (32, 24, (1, 5, 32))]
+    return [(_course(f"d_model={d} d_ff={f} x{list(x)}", len(x) == 3), _case(seed, 40 + k, lambda g, d=d, f=f, x=x:
                                                        (d, f, _w(g, f, d), _w(g, d, f), _w(g, f, d), seeded_randn(g, *x))))
             for k, (d, f, x) in enumerate(shapes)]
 
@@ -91,7 +98,7 @@ def sdpa_cases(seed):
             seeded_randn(g, 2, 5, 8), seeded_randn(g, 2, 7, 8), seeded_randn(g, 2, 7, 6), _mask(g, 2, 5, 7)))),
         ("Q[2, 3, 4, 8] K,V[2, 3, 6, 8] 4-D with mask", _case(seed, 61, lambda g: (
             seeded_randn(g, 2, 3, 4, 8), seeded_randn(g, 2, 3, 6, 8), seeded_randn(g, 2, 3, 6, 8), _mask(g, 2, 3, 4, 6)))),
-        ("Q[1, 6, 16] K,V[1, 6, 16] no mask", _case(seed, 62, lambda g: (
+        (_course("Q[1, 6, 16] K,V[1, 6, 16] no mask", False), _case(seed, 62, lambda g: (
             seeded_randn(g, 1, 6, 16), seeded_randn(g, 1, 6, 16), seeded_randn(g, 1, 6, 16), None))),
     ]
 
@@ -117,10 +124,16 @@ def mha_cases(seed):
 def mha_rope_cases(seed):
     rows = [(32, 4, (2, 7, 32), list(range(7))), (32, 4, (2, 6, 32), [2, 3, 5, 8, 13, 21]),
             (32, 2, (1, 30, 32), list(range(5, 35)))]
-    return [(f"d_model={d} heads={h} x{list(x)} positions {pos[:3]}...{pos[-1]}",
-             _case(seed, 90 + k, lambda g, d=d, h=h, x=x, pos=pos: (
-                 d, h, 64, 10000.0, *mha_weights(g, d), seeded_randn(g, *x), torch.tensor(pos))))
-            for k, (d, h, x, pos) in enumerate(rows)]
+    # the course passes positions of shape (1, seq); 1-D positions are what the signature merely allows
+    out = [(f"d_model={d} heads={h} x{list(x)} positions[1, {len(pos)}] {pos[:3]}...{pos[-1]}",
+            _case(seed, 90 + k, lambda g, d=d, h=h, x=x, pos=pos: (
+                d, h, 64, 10000.0, *mha_weights(g, d), seeded_randn(g, *x), torch.tensor(pos)[None])))
+           for k, (d, h, x, pos) in enumerate(rows)]
+    d, h, x, pos = rows[0]
+    out.append((_course(f"d_model={d} heads={h} x{list(x)} 1-D positions {pos[:3]}...{pos[-1]}", False),
+                _case(seed, 90, lambda g: (d, h, 64, 10000.0, *mha_weights(g, d), seeded_randn(g, *x),
+                                           torch.tensor(pos)))))
+    return out
 
 
 def block_weights(g, d, d_ff, prefix=""):
@@ -325,6 +338,11 @@ def contract(ctx):
         shown = "; ".join(f"{n['file']} line {n['line']}: {n['error']}" for n in notes[:4])
         out.append(check("lm-imports", "info", {"failed_imports": len(notes)}, "",
                          f"imports that failed (the names they bind raise only when used): {shown}", data=data))
+    env = [dict(n) for n in lm_loader.STATE.environment][:20]
+    if env:      # the grader's Python, not the student's code: a note, never a failure
+        out.append(check("lm-environment", "info", {"newer_python": [n["name"] for n in env]}, "",
+                         "; ".join(f"{n['file']} line {n['line']}: {n['note']}" for n in env[:4]),
+                         data={"environment": env}, location={"file": env[0]["file"], "line": env[0]["line"]}))
     out.append(check("lm-out-of-scope", "skip", None, "", "tokenizer, BPE training and checkpointing adapters "
                      f"are not checked (out of scope): {', '.join(lm_loader.OUT_OF_SCOPE)}", data=data))
     return out

@@ -12,9 +12,7 @@ they are never on the path walked.
 When that op's input is a value the reference went on to transform with a different op (the student
 skipped a step: no scaling, no residual, no transpose), the step was due where that input was made:
 at the reference's call depth of the skipped op, in the student's stack of the op that made it.
-
-Cheap: one extra forward of each side on the (small) failing case; only for failing components.
-"""
+Cheap: one extra forward of each side on the (small) failing case; only for failing components."""
 from __future__ import annotations
 
 import itertools
@@ -55,6 +53,7 @@ class Recorder(TorchFunctionMode):
         self.producer: dict[int, int] = {}       # id(tensor) -> index of the op that made (or last wrote) it
         self.keep: list = []                     # keeps every tensor and frame seen alive: ids stay unique
         self.numbers: list = []                  # (shown file, line, number, ops so far): see record(numbers=)
+        self.failed = None                       # (op, its inputs' producers, their shapes, stack): it raised
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -63,7 +62,11 @@ class Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         given = _tensors(args) + _tensors(list(kwargs.values()))
         ins = [self._made(t) for t in given]          # before the call: an in-place op changes its input
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception:      # the first op that raised, with the values it was given (lm_where.crash_origin)
+            self.failed = self.failed or (name, ins, [tuple(t.shape) for t in given], self._stack())
+            raise
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         if out is None and name in _IN_PLACE_RETURNS_NONE and args and isinstance(args[0], torch.Tensor):
             outs = [args[0]]
