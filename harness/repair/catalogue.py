@@ -1,0 +1,43 @@
+"""Which edits each catalogued cause expects at its line, in the order they are tried.
+
+A cause absent here has no usual source fix at one line (a missing scheduler step, a learning rate, an
+output layer's init): its diagnosis gets no repair. The generic search (first-divergence repairs for
+failures outside the catalogue) tries SEARCH at the line where the property first breaks.
+"""
+from __future__ import annotations
+
+BY_CAUSE: dict[str, tuple[str, ...]] = {
+    "softmax-wrong-dim": ("softmax-axis",),
+    "causal-mask-inverted": ("triangle", "polarity", "diagonal"),
+    "causal-mask-off-by-one": ("diagonal", "triangle"),
+    "causal-diagonal-masked": ("diagonal", "triangle"),
+    "padding-mask-inverted": ("polarity",),
+    "missing-sqrt-dk": ("scale",),
+    "inf-mask-nan": ("finite-minimum",),
+    "heads-split-wrong": ("transpose",),
+    "view-not-contiguous": ("contiguous", "transpose"),
+    "cross-attention-swapped": ("swap",),
+    "source-ignored": ("swap",),
+    "target-not-shifted": ("shift",),
+    "pad-not-ignored": ("ignore-pad",),
+    "positional-encoding-trainable": ("buffer",),
+    "stale-mask": ("per-step",),
+    "encoder-in-decode-loop": ("hoist",),
+    "no-gradient-flow": ("detach", "no-grad"),
+    "dropout-at-inference": ("flag",),
+    "data-digits-missing": ("bound",),
+}
+
+# first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few
+# value edits that apply to any attention op
+SEARCH = ("softmax-axis", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
+          "bound", "finite-minimum", "scale", "flag")
+# diagnoses that name no cause: their line is where the property first broke, searched generically
+SEARCHED = ("unexplained-failure",)
+
+
+def kinds_for(cause_id: str) -> tuple[str, ...] | None:
+    """The edit kinds to try for this diagnosis, or None when it has no repair at one line."""
+    if cause_id in SEARCHED:
+        return SEARCH
+    return BY_CAUSE.get(cause_id)

@@ -1,0 +1,102 @@
+"""Statement-level edits at the diagnosed line: where a statement runs, not what it computes.
+
+A mask built once before the decode loop is rebuilt at each step; work repeated in a loop moves before it;
+`with torch.no_grad():` or `@torch.no_grad()` that cuts the gradient goes; a positional table made an
+nn.Parameter becomes a buffer. Each edit is (kind, label, make) where make() gives the patched file's text.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _block_of(col, stmt):
+    """(owner, index) of the block holding `stmt` (an IndentedBlock or the Module)."""
+    for node, _, _ in col.nodes:
+        body = getattr(node, "body", None)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)) and isinstance(body, (list, tuple)):
+            for i, st in enumerate(body):
+                if st is stmt:
+                    return node, i
+    return None, None
+
+
+def _loop_holding(col, block):
+    for node, _, _ in col.nodes:
+        if isinstance(node, (cst.For, cst.While)) and node.body is block:
+            return node
+    return None
+
+
+def _with_body(block, i, body):
+    return block.with_changes(body=list(block.body[:i]) + list(body) + list(block.body[i + 1:]))
+
+
+def edits(module: cst.Module, col, a: int, b: int):
+    out = []
+    stmt = next((n for n, s, e in col.stmts if s == a and e == b), None)
+    if stmt is not None:
+        block, i = _block_of(col, stmt)
+        if block is not None:
+            nxt = next((s for s in block.body[i + 1:] if isinstance(s, (cst.For, cst.While))), None)
+            if nxt is not None and isinstance(stmt.body[0], cst.Assign):
+                inner = nxt.body.with_changes(body=[stmt] + list(nxt.body.body))
+                out.append(("per-step", "built again at every step of the loop that follows",
+                            lambda n=nxt, x=inner: module.deep_replace(n, n.with_changes(body=x)).code))
+            loop = _loop_holding(col, block)
+            if loop is not None and isinstance(stmt.body[0], cst.Assign):
+                out.append(("hoist", "computed once, before the loop", lambda l=loop, blk=block, j=i: _hoist(
+                    module, col, l, blk, j)))
+        param = _parameter_to_buffer(stmt)
+        if param is not None:
+            out.append(("buffer", "registered as a buffer, not a trained Parameter",
+                        lambda s=stmt, p=param: module.deep_replace(s, p).code))
+    for node, s, e in col.nodes:
+        if isinstance(node, cst.With) and s == a and _no_grad(node.items[0].item) and len(node.items) == 1:
+            blk, j = _block_of(col, node)
+            if blk is not None:
+                out.append(("no-grad", "without the torch.no_grad() block around it",
+                            lambda bl=blk, k=j, w=node: module.deep_replace(bl, _with_body(bl, k, w.body.body)).code))
+        if isinstance(node, cst.FunctionDef):
+            for dec in node.decorators:
+                if _no_grad(dec.decorator) and any(d is dec and ds == a for d, ds, _ in col.nodes):
+                    rest = [d for d in node.decorators if d is not dec]
+                    out.append(("no-grad", "without the @torch.no_grad() decorator",
+                                lambda f=node, r=rest: module.deep_replace(f, f.with_changes(decorators=r)).code))
+    return out
+
+
+def _no_grad(expr) -> bool:
+    text = _code(expr).replace(" ", "")
+    return text in ("torch.no_grad()", "no_grad()", "torch.inference_mode()", "torch.no_grad")
+
+
+def _hoist(module, col, loop, block, i):
+    stmt = block.body[i]
+    outer, k = _block_of(col, loop)
+    if outer is None:
+        raise ValueError("the loop is not in a block")
+    inner = block.with_changes(body=list(block.body[:i]) + list(block.body[i + 1:]))
+    if not inner.body:
+        raise ValueError("the loop would be empty")
+    new_loop = loop.with_changes(body=inner)
+    new_outer = outer.with_changes(body=list(outer.body[:k]) + [stmt, new_loop] + list(outer.body[k + 1:]))
+    return module.deep_replace(outer, new_outer).code
+
+
+def _parameter_to_buffer(stmt):
+    """self.pe = nn.Parameter(x[, requires_grad=...]) -> self.register_buffer('pe', x)."""
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign) or len(stmt.body[0].targets) != 1:
+        return None
+    asg = stmt.body[0]
+    t, v = asg.targets[0].target, asg.value
+    if not (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"):
+        return None
+    if not (isinstance(v, cst.Call) and _code(v.func) in ("nn.Parameter", "torch.nn.Parameter", "Parameter")
+            and v.args and v.args[0].keyword is None):
+        return None
+    call = cst.parse_expression(f"self.register_buffer({t.attr.value!r}, {_code(v.args[0].value)})")
+    return stmt.with_changes(body=[cst.Expr(call)])

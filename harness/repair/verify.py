@@ -1,0 +1,154 @@
+"""A diagnosis proven by its repair: apply each candidate edit to a copy, re-check it, keep the one that repairs.
+
+`recheck(code, only, extra)` runs the normal check path (same sandbox, limits, warm worker) on a copy of the
+submission holding `code`: `only` = just these probes, else the quick suite plus `extra`. A candidate is
+*verified* when every failed check the diagnosis cites now passes and no other re-run check's status changed
+(a failure no other diagnosis cites may also pass: it was this bug's too). Two stages keep it cheap: the cited
+checks' probes alone first (most edits fail there, in well under a second), then the quick suite for the
+edit that passed them.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import time
+
+from ..checks import DECLARED
+from . import catalogue, edit
+
+PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
+FAILED = ("fail", "error")
+_CITED = re.compile(r"^(?:also explains |also (?:unreliable[^:]*: )?)?([a-z0-9][a-z0-9-]*): ")
+MAX_DIAGNOSES = 3          # repairs are tried for the first few problem diagnoses (ranked)
+MAX_TRIES = {"catalogue": 6, "search": 8}
+
+
+def cited(diagnosis: dict, before: dict) -> list[str]:
+    """The failed checks a diagnosis names in its evidence, in order."""
+    out = []
+    for line in diagnosis.get("evidence", []):
+        m = _CITED.match(line)
+        if m and before.get(m.group(1), {}).get("status") in FAILED and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def _probes(ids) -> list[str]:
+    return sorted({PROBE_OF.get(i, i) for i in ids})
+
+
+def _passes(after: dict, targets: list[str]) -> bool:
+    """Every target check passes; a target reported under another id now (a probe's error check became its
+    checks) counts by its probe: all of that probe's checks pass."""
+    for t in targets:
+        if t in after:
+            if after[t]["status"] != "pass":
+                return False
+        else:
+            mine = [c for i, c in after.items() if PROBE_OF.get(i, i) == PROBE_OF.get(t, t)]
+            if not mine or any(c["status"] != "pass" for c in mine):
+                return False
+    return True
+
+
+def changed(before: dict, after: dict, targets: list[str], others_cited: set) -> list[str]:
+    """Re-run checks whose status moved, other than the targets and uncited failures that now pass."""
+    rerun = {PROBE_OF.get(i, i) for i in after}
+    out = []
+    for i in sorted(set(before) | set(after)):
+        if i in targets or PROBE_OF.get(i, i) not in rerun:
+            continue
+        b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
+        if b == a or (b in FAILED and a == "pass" and i not in others_cited):
+            continue
+        if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED and i not in others_cited:
+            continue
+        out.append(f"{i}: {b} -> {a}")
+    return out
+
+
+def number(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return "0" if v == 0 else f"{v:.4g}"
+    if isinstance(v, (int, str)):
+        return str(v)[:60]
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {number(x)}" for k, x in list(v.items())[:4]) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(number(x) for x in v[:6]) + "]"
+    return str(v)[:60]
+
+
+def diff(source: str, code: str, name: str) -> str:
+    return "".join(difflib.unified_diff(source.splitlines(True), code.splitlines(True), f"a/{name}", f"b/{name}",
+                                        n=1))
+
+
+def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck, found_by: str) -> dict | None:
+    """The `repair` of one diagnosis: the first candidate that verifies, else what was tried (None: no edit)."""
+    loc = d.get("location") or {}
+    line = loc.get("line")
+    kinds = catalogue.kinds_for(d["id"])
+    targets = cited(d, before)
+    if not kinds or not isinstance(line, int) or not targets:
+        return None
+    cands = sorted(edit.candidates(source, line, kinds), key=lambda c: kinds.index(c.kind))
+    cands = cands[:MAX_TRIES[found_by]]
+    if not cands:
+        return None
+    only = ",".join(_probes(targets))
+    extra = ",".join(_probes(targets))
+    tried, rejected = 0, []
+    for c in cands:
+        tried += 1
+        first = recheck(c.code, only, "")
+        if not _passes(first, targets):
+            continue
+        full = recheck(c.code, "", extra)
+        moved = changed(before, full, targets, others_cited)
+        if not _passes(full, targets) or moved:
+            rejected.append({"label": c.label, "changed": moved})
+            continue
+        return {"verified": True, "found_by": found_by, "kind": c.kind, "label": c.label, "line": c.line,
+                "diff": diff(source, c.code, name),
+                "before": {t: before[t].get("measured") for t in targets},
+                "after": {t: (full.get(t) or {}).get("measured") for t in targets},
+                "changes": [f"{t}: {number(before[t].get('measured'))} -> {number((full.get(t) or {}).get('measured'))}"
+                            for t in targets],
+                "tried": tried}
+    return {"verified": False, "found_by": found_by, "tried": tried, "diff": None, "before": None, "after": None,
+            "rejected": rejected[:3]}
+
+
+def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES) -> dict:
+    """Give the first problem diagnoses a `repair` (in place); adjust confidence and order. Returns timings."""
+    t0 = time.monotonic()
+    before = {c["id"]: c for c in result.get("checks", [])}
+    diags = [d for d in result.get("diagnoses", []) if d.get("severity", "problem") != "info"]
+    every = {d["id"]: set(cited(d, before)) for d in diags}
+    n = 0
+    for d in diags:
+        if n >= max_diagnoses:
+            break
+        found_by = "search" if d["id"] in catalogue.SEARCHED else "catalogue"
+        others = set().union(*[v for k, v in every.items() if k != d["id"]]) if len(every) > 1 else set()
+        r = try_one(d, source, name, before, others, recheck, found_by)
+        if r is None:
+            continue
+        n += 1
+        d["repair"] = r
+        if r["verified"] and found_by == "catalogue":
+            d["confidence"] = max(d["confidence"], 0.95)
+            d["evidence"].append("repair verified: " + "; ".join(r["changes"]) + f" after {r['label']} at line "
+                                 f"{r['line']}, every other check unchanged")
+        elif r["verified"]:
+            d["evidence"].append("a repair found by search at this line: " + r["label"] + " (" +
+                                 "; ".join(r["changes"]) + ", every other check unchanged)")
+        elif found_by == "catalogue":
+            d["confidence"] = round(d["confidence"] * 0.75, 2)
+            d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['tried']} edits of "
+                                 f"line {(d.get('location') or {}).get('line')} tried)")
+    result["diagnoses"].sort(key=lambda d: (not (d.get("repair") or {}).get("verified"), -d["confidence"]))
+    return {"repair_s": round(time.monotonic() - t0, 3), "repaired": n}
