@@ -12,6 +12,8 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "causal-mask-off-by-one": ("diagonal", "triangle"),
     "causal-diagonal-masked": ("diagonal", "triangle"),
     "padding-mask-inverted": ("polarity",),
+    "causal-mask-missing": ("unused-mask",),
+    "padding-mask-missing": ("unused-mask",),
     "missing-sqrt-dk": ("scale",),
     "inf-mask-nan": ("finite-minimum",),
     "heads-split-wrong": ("transpose",),

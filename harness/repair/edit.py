@@ -30,6 +30,7 @@ class _Collect(cst.CSTVisitor):
 
     def __init__(self):
         self.nodes, self.stmts, self.names = [], [], set()
+        self.pairs = {}      # a, b = ...: each name -> the others assigned with it (tgt_in <-> tgt_out)
 
     def on_visit(self, node) -> bool:
         pos = self.get_metadata(PositionProvider, node, None)
@@ -39,6 +40,10 @@ class _Collect(cst.CSTVisitor):
                 self.stmts.append((node, pos.start.line, pos.end.line))
         if isinstance(node, cst.Name):
             self.names.add(node.value)
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
+            names = [e.value.value for e in node.targets[0].target.elements if isinstance(e.value, cst.Name)]
+            for n in names:
+                self.pairs.setdefault(n, set()).update(x for x in names if x != n)
         return True
 
 
@@ -80,6 +85,7 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
         for ed in sites.EDITORS:
             found += ed(node)
         found += sites.loss_ignores_pad(node, col.names)
+        found += sites.sibling_name(node, col.pairs)
         for kind, label, new in found:
             if kinds is not None and kind not in kinds:
                 continue

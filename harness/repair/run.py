@@ -45,14 +45,16 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
 
 
 def patched_text(source: str, repair: dict) -> str | None:
-    """The file with a verified repair applied again (the edits are deterministic): for `check --fix`."""
+    """The file with a verified repair applied again (the edits are deterministic): for `check --fix`. The
+    same edit is found by its diff, else (the text already carries another repair) by its label."""
     if not repair or not repair.get("verified"):
         return None
-    for c in edit.candidates(source, repair["line"], (repair["kind"],)):
-        if c.label == repair["label"] and verify.diff(source, c.code, "x") and \
-                verify.diff(source, c.code, "f") .split("\n", 2)[2:] == repair["diff"].split("\n", 2)[2:]:
+    body = [ln for ln in (repair.get("diff") or "").splitlines() if not ln.startswith(("---", "+++"))]
+    found = [c for c in edit.candidates(source, repair["line"], (repair["kind"],)) if c.label == repair["label"]]
+    for c in found:
+        if [ln for ln in verify.diff(source, c.code, "x").splitlines() if not ln.startswith(("---", "+++"))] == body:
             return c.code
-    return None
+    return found[0].code if len(found) == 1 else None
 
 
 def fixed_path(path) -> Path:

@@ -318,5 +318,17 @@ def loss_ignores_pad(node, names: set):
     return [("ignore-pad", f"ignore_index={pad}", _add_kw(node, "ignore_index", pad))] if pad else []
 
 
+def sibling_name(node, pairs: dict):
+    """model(src, tgt_out) -> model(src, tgt_in): a call given the other name of a pair assigned together."""
+    if not isinstance(node, cst.Call):
+        return []
+    out = []
+    for i, a in enumerate(node.args):
+        if isinstance(a.value, cst.Name) and len(pairs.get(a.value.value, ())) == 1:
+            other = next(iter(pairs[a.value.value]))
+            out.append(("shift", f"{other} instead of {a.value.value}", _set_arg(node, i, cst.Name(other))))
+    return out
+
+
 EDITORS = (softmax_axis, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
            swapped_args, bounds)

@@ -50,6 +50,7 @@ def edits(module: cst.Module, col, a: int, b: int):
             if loop is not None and isinstance(stmt.body[0], cst.Assign):
                 out.append(("hoist", "computed once, before the loop", lambda l=loop, blk=block, j=i: _hoist(
                     module, col, l, blk, j)))
+        out += unused(module, col, a, stmt)
         param = _parameter_to_buffer(stmt)
         if param is not None:
             out.append(("buffer", "registered as a buffer, not a trained Parameter",
@@ -66,6 +67,49 @@ def edits(module: cst.Module, col, a: int, b: int):
                     rest = [d for d in node.decorators if d is not dec]
                     out.append(("no-grad", "without the @torch.no_grad() decorator",
                                 lambda f=node, r=rest: module.deep_replace(f, f.with_changes(decorators=r)).code))
+    return out
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self):
+        self.count = {}
+
+    def visit_Name(self, node):
+        self.count[node.value] = self.count.get(node.value, 0) + 1
+
+
+def unused(module: cst.Module, col, line: int, stmt) -> list:
+    """A mask made and never used: `return pad` -> `return pad & causal`, `f(x)` -> `f(x, causal=causal)`
+    (a parameter of the enclosing function that nothing reads)."""
+    fn = min((f for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
+             key=lambda f: len(_code(f)), default=None)
+    if fn is None or stmt is None:
+        return []
+    v = _Names()
+    fn.visit(v)
+    params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
+    idle = [n for n, k in v.count.items() if k == 1 and n != fn.name.value and ("mask" in n.lower() or n in (
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and n != "self"]
+    out = []
+    body = stmt.body[0]
+    for n in idle:
+        if isinstance(body, cst.Return) and body.value is not None and n not in params:
+            new = body.with_changes(value=cst.parse_expression(f"{_code(body.value)} & {n}"))
+            out.append(("unused-mask", f"combined with {n}, which was built and never used",
+                        lambda b=body, x=new: module.deep_replace(b, x).code))
+        if n in params:
+            calls = sorted(((c, s, e) for c, s, e in col.nodes if isinstance(c, cst.Call)), key=lambda t: len(_code(t[0])))
+            for call, s, e in calls:       # the innermost call first: the one the parameter was meant for
+                if s >= line and e <= line + len(_code(stmt).splitlines()) and \
+                        isinstance(call.func, cst.Attribute) and not any(
+                        a.keyword and a.keyword.value == n for a in call.args):
+                    args = list(call.args)
+                    if args:
+                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    args.append(cst.Arg(keyword=cst.Name(n), value=cst.Name(n), equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+                    out.append(("unused-mask", f"{n}={n} passed on (a parameter nothing used)",
+                                lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
     return out
 
 

@@ -1,0 +1,35 @@
+"""A verified repair in words: the diff of the student's lines and the before/after numbers, at the hint level
+an instructor chose (cause only, cause and line, the patch)."""
+from __future__ import annotations
+
+HINT_LEVELS = ("cause", "line", "patch")
+DEFAULT_HINT = "line"      # what Gradescope showed before repairs existed: the cause, its fix and its line
+
+
+def summary(repair: dict | None) -> str | None:
+    """One line: what the verified edit changed and what it measured, or why nothing was verified."""
+    if not repair:
+        return None
+    if not repair.get("verified"):
+        return f"no repair verified ({repair.get('tried', 0)} candidate edits of the line re-checked)"
+    who = "found by search, a suggestion" if repair.get("found_by") == "search" else "the usual fix"
+    return f"repair verified ({who}): {repair.get('label')} at line {repair.get('line')}; " + \
+        "; ".join(repair.get("changes") or []) + "; every other check unchanged"
+
+
+def diff_lines(repair: dict | None) -> list[str]:
+    """The unified diff's lines without the two file-name headers."""
+    if not repair or not repair.get("verified") or not repair.get("diff"):
+        return []
+    return [ln for ln in repair["diff"].splitlines() if not ln.startswith(("---", "+++"))]
+
+
+def hint_text(d: dict, level: str) -> list[str]:
+    """What a student is shown about diagnosis `d` beyond its title, evidence and fix: nothing more at
+    `cause` (the line is left out too), the line at `line`, the verified patch too at `patch`."""
+    out = []
+    if level == "patch":
+        s = summary(d.get("repair"))
+        if s and d["repair"].get("verified"):
+            out += [s, "Patch:"] + ["    " + ln for ln in diff_lines(d["repair"])]
+    return out
