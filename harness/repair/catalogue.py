@@ -28,6 +28,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "no-gradient-flow": ("detach", "no-grad"),
     "dropout-at-inference": ("flag",),
     "data-digits-missing": ("bound",),
+    "learning-rate-too-low": ("learning-rate",),
 }
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few

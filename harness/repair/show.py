@@ -33,3 +33,13 @@ def hint_text(d: dict, level: str) -> list[str]:
         if s and d["repair"].get("verified"):
             out += [s, "Patch:"] + ["    " + ln for ln in diff_lines(d["repair"])]
     return out
+
+
+def view(repair) -> dict | None:
+    """The HTML report's repair block: a title line, the before/after numbers, the diff's rows (sign, text)."""
+    if not isinstance(repair, dict):
+        return None
+    rows = [({"+": "add", "-": "del", "@": "hunk"}.get(ln[:1], "ctx"), str(ln)[:300]) for ln in diff_lines(repair)[:80]]
+    return {"verified": bool(repair.get("verified")), "search": repair.get("found_by") == "search",
+            "summary": (summary(repair) or "")[:1000], "changes": [str(c)[:300] for c in repair.get("changes") or []][:10],
+            "rows": rows}

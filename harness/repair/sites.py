@@ -318,6 +318,22 @@ def loss_ignores_pad(node, names: set):
     return [("ignore-pad", f"ignore_index={pad}", _add_kw(node, "ignore_index", pad))] if pad else []
 
 
+LESSON_LR = "1e-3"
+
+
+def learning_rate(node):
+    """lr=1e-6 (a parameter's default or a keyword) -> the lesson's 1e-3: a rate too small to learn in time."""
+    if isinstance(node, cst.Param) and node.name.value in ("lr", "learning_rate") and node.default is not None:
+        value, make = node.default, lambda v: node.with_changes(default=v)
+    elif isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in ("lr", "learning_rate"):
+        value, make = node.value, lambda v: node.with_changes(value=v)
+    else:
+        return []
+    if not isinstance(value, (cst.Float, cst.Integer)) or not 0 < float(value.value) < 1e-5:
+        return []
+    return [("learning-rate", f"lr={LESSON_LR} instead of {value.value}", make(cst.Float(LESSON_LR)))]
+
+
 def sibling_name(node, pairs: dict):
     """model(src, tgt_out) -> model(src, tgt_in): a call given the other name of a pair assigned together."""
     if not isinstance(node, cst.Call):
@@ -331,4 +347,4 @@ def sibling_name(node, pairs: dict):
 
 
 EDITORS = (softmax_axis, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
-           swapped_args, bounds)
+           swapped_args, bounds, learning_rate)
