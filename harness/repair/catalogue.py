@@ -19,7 +19,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "heads-split-wrong": ("transpose",),
     "view-not-contiguous": ("contiguous", "transpose"),
     "cross-attention-swapped": ("swap",),
-    "source-ignored": ("swap",),
+    "source-ignored": ("unused-input", "swap"),
     "target-not-shifted": ("shift",),
     "pad-not-ignored": ("ignore-pad",),
     "positional-encoding-trainable": ("buffer",),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from . import sites, statements
+from . import inputs, sites, statements
 
 MAX_CANDIDATES = 24
 
@@ -90,7 +90,7 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
             if kinds is not None and kind not in kinds:
                 continue
             _add(out, seen, kind, label, lambda n=node, w=new: module.deep_replace(n, w).code, line)
-    for kind, label, make in statements.edits(module, col, a, b):
+    for kind, label, make in statements.edits(module, col, a, b) + inputs.edits(module, col, a, b):
         if kinds is None or kind in kinds:
             _add(out, seen, kind, label, make, line)
     return out[:MAX_CANDIDATES]

@@ -6,15 +6,16 @@ HINT_LEVELS = ("cause", "line", "patch")
 DEFAULT_HINT = "line"      # what Gradescope showed before repairs existed: the cause, its fix and its line
 
 
-def summary(repair: dict | None) -> str | None:
+def summary(repair: dict | None, numbers: bool = True) -> str | None:
     """One line: what the verified edit changed and what it measured, or why nothing was verified."""
     if not repair:
         return None
     if not repair.get("verified"):
         return f"no repair verified ({repair.get('tried', 0)} candidate edits of the line re-checked)"
     who = "found by search, a suggestion" if repair.get("found_by") == "search" else "the usual fix"
-    return f"repair verified ({who}): {repair.get('label')} at line {repair.get('line')}; " + \
-        "; ".join(repair.get("changes") or []) + "; every other check unchanged"
+    head = f"repair verified ({who}): {repair.get('label')} at line {repair.get('line')}"
+    return head + (("; " + "; ".join(repair.get("changes") or [])) if numbers else "") + \
+        "; every other check unchanged"
 
 
 def diff_lines(repair: dict | None) -> list[str]:
@@ -41,5 +42,5 @@ def view(repair) -> dict | None:
         return None
     rows = [({"+": "add", "-": "del", "@": "hunk"}.get(ln[:1], "ctx"), str(ln)[:300]) for ln in diff_lines(repair)[:80]]
     return {"verified": bool(repair.get("verified")), "search": repair.get("found_by") == "search",
-            "summary": (summary(repair) or "")[:1000], "changes": [str(c)[:300] for c in repair.get("changes") or []][:10],
+            "summary": (summary(repair, numbers=False) or "")[:1000], "changes": [str(c)[:300] for c in repair.get("changes") or []][:10],
             "rows": rows}

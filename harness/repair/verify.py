@@ -81,6 +81,15 @@ def number(v) -> str:
     return str(v)[:60]
 
 
+def change(check_id: str, b, a) -> str:
+    """`causal-leak: 0.2227 -> 0`; for measurements that are records, the fields that moved."""
+    if isinstance(b, dict) and isinstance(a, dict):
+        moved = [f"{k} {number(b[k])} -> {number(a.get(k))}" for k in b if b[k] != a.get(k)][:3]
+        if moved:
+            return f"{check_id}: " + ", ".join(moved)
+    return f"{check_id}: {number(b)} -> {number(a)}"
+
+
 def diff(source: str, code: str, name: str) -> str:
     return "".join(difflib.unified_diff(source.splitlines(True), code.splitlines(True), f"a/{name}", f"b/{name}",
                                         n=1))
@@ -115,8 +124,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
                 "diff": diff(source, c.code, name),
                 "before": {t: before[t].get("measured") for t in targets},
                 "after": {t: (full.get(t) or {}).get("measured") for t in targets},
-                "changes": [f"{t}: {number(before[t].get('measured'))} -> {number((full.get(t) or {}).get('measured'))}"
-                            for t in targets],
+                "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
                 "tried": tried}
     return {"verified": False, "found_by": found_by, "tried": tried, "diff": None, "before": None, "after": None,
             "rejected": rejected[:3]}

@@ -114,7 +114,7 @@ def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate"}
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input"}
     for cause, kinds in catalogue.BY_CAUSE.items():
         assert set(kinds) <= src_kinds, cause
     assert set(catalogue.SEARCH) <= src_kinds
@@ -177,3 +177,14 @@ def test_fixed_path_never_names_the_file_or_an_existing_copy(tmp_path):
     assert fixed_path(f).name == "model.fixed.py"
     (tmp_path / "model.fixed.py").write_text("")
     assert fixed_path(f).name == "model.fixed2.py"
+
+
+def test_unused_input_names_the_value_computed_and_never_read():
+    src = ("class D:\n    def forward(self, x, memory, src_mask, tgt_mask):\n        a = self.sa(x, x, x, tgt_mask)\n"
+           "        c = self.ca(x, x, x, tgt_mask)\n        x = self.n2(x + self.drop(a))\n        return x\n")
+    labels = {c.label: c.code for c in edit.candidates(src, 5, ("unused-input",))}
+    assert "        x = self.n2(x + self.drop(c))\n" in labels["c (never read) instead of a"]
+    assert not any("instead of drop" in k for k in labels)        # an attribute's name is not a read
+    src2 = src.replace("        x = self.n2(x + self.drop(a))\n", "        x = self.n2(x + self.drop(c))\n")
+    (kv,) = [c for c in edit.candidates(src2, 4, ("unused-input",)) if c.label.startswith("keys and values")]
+    assert "c = self.ca(x, memory, memory, src_mask)" in kv.code
