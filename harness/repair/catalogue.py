@@ -24,6 +24,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "pad-not-ignored": ("ignore-pad",),
     "positional-encoding-trainable": ("buffer",),
     "stale-mask": ("per-step",),
+    "positional-max-len": ("unused-input",),
     "encoder-in-decode-loop": ("hoist",),
     "no-gradient-flow": ("detach", "no-grad"),
     "dropout-at-inference": ("flag",),

@@ -68,6 +68,11 @@ def edits(module: cst.Module, col, a: int, b: int) -> list:
     reads = [n for n, _ in on_line if isinstance(n, cst.Name) and id(n) not in skip and n.value in local
              and n.value != "self"]
     reads.sort(key=lambda n: n.value in params)      # a computed local misnamed before a parameter
+    for node, _ in on_line:       # a constant where the function's own (unread) parameter was meant
+        if isinstance(node, cst.Arg) and isinstance(node.value, (cst.Integer, cst.Float)) and node.keyword is None:
+            for n in [p for p in values if p in params][:2]:
+                out.append(("unused-input", f"{n} (a parameter never read) instead of {node.value.value}",
+                            lambda o=node, x=n: module.deep_replace(o, o.with_changes(value=cst.Name(x))).code))
     for node in reads:            # one name read where an idle one was meant
         for n in (values if "mask" not in node.value.lower() else masks):
             if n != node.value and n not in {_code(t) for t in reads if t is not node} | _targets(on_line):

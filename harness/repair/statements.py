@@ -50,6 +50,13 @@ def edits(module: cst.Module, col, a: int, b: int):
             if loop is not None and isinstance(stmt.body[0], cst.Assign):
                 out.append(("hoist", "computed once, before the loop", lambda l=loop, blk=block, j=i: _hoist(
                     module, col, l, blk, j)))
+        guard = next((n for n, _, _ in col.nodes if isinstance(n, cst.If) and n.body is block and n.orelse is None
+                      and _caches(n.test)), None) if block is not None else None
+        if guard is not None:     # `if self.m is None: self.m = ...`: made once, kept for every later input
+            outer, k = _block_of(col, guard)
+            if outer is not None:
+                out.append(("per-step", "computed at every call instead of once and cached",
+                            lambda o=outer, j=k, g=guard: module.deep_replace(o, _with_body(o, j, g.body.body)).code))
         out += unused(module, col, a, stmt)
         param = _parameter_to_buffer(stmt)
         if param is not None:
@@ -111,6 +118,12 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
                     out.append(("unused-mask", f"{n}={n} passed on (a parameter nothing used)",
                                 lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
     return out
+
+
+def _caches(test) -> bool:
+    """`x is None`, `not hasattr(...)`, `x is None or ...`: a guard that makes something once."""
+    text = _code(test).replace(" ", "")
+    return text.endswith("isNone") or text.startswith("nothasattr(") or "isNoneor" in text
 
 
 def _no_grad(expr) -> bool:
