@@ -5,7 +5,7 @@ submission holding `code`: `only` = just these probes, else the quick suite plus
 *verified* when every failed check the diagnosis cites now passes and no other re-run check's status changed
 (a failure no other diagnosis cites may also pass: it was this bug's too). Two stages keep it cheap: the cited
 checks' probes alone first (most edits fail there, in well under a second), then the quick suite for the
-edit that passed them.
+edit that passed them; the first candidate, usually the repair, goes to the quick suite at once.
 """
 from __future__ import annotations
 
@@ -112,8 +112,9 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     tried, rejected = 0, []
     for c in cands:
         tried += 1
-        first = recheck(c.code, only, "")
-        if not _passes(first, targets):
+        # the first candidate (the cause's usual fix, which mostly repairs) goes straight to the whole suite;
+        # later ones pass the cited checks' probes alone first
+        if tried > 1 and not _passes(recheck(c.code, only, ""), targets):
             continue
         full = recheck(c.code, "", extra)
         moved = changed(before, full, targets, others_cited)
