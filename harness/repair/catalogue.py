@@ -30,6 +30,9 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "dropout-at-inference": ("flag",),
     "data-digits-missing": ("bound",),
     "learning-rate-too-low": ("learning-rate",),
+    "data-not-reversed": ("reverse",),
+    "positional-encoding-formula": ("bound",),
+    "bad-output-init": ("unscale", "drop"),
 }
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few

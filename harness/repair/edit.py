@@ -77,7 +77,7 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
     wrapper, col = parsed
     a, b = span(col, line)
     module = wrapper.module
-    out, seen = [], {source}
+    out, seen, pairs = [], {source}, []
     for node, s, e in col.nodes:
         if not (a <= s and e <= b):
             continue
@@ -87,13 +87,33 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
         found += sites.loss_ignores_pad(node, col.names)
         found += sites.sibling_name(node, col.pairs)
         for kind, label, new in found:
+            pairs.append((node, new, kind))
             if kinds is not None and kind not in kinds:
                 continue
             _add(out, seen, kind, label, lambda n=node, w=new: module.deep_replace(n, w).code, line)
+    axes = [(n, w) for n, w, k in pairs if k == "reduction-axis"]
+    if len(axes) > 1 and (kinds is None or "reduction-axis" in kinds):    # mean and var/std over one axis together
+        _add(out, seen, "reduction-axis", "every reduction of the statement over dim=-1",
+             lambda: _replace_all(module, axes), line)
     for kind, label, make in statements.edits(module, col, a, b) + inputs.edits(module, col, a, b):
         if kinds is None or kind in kinds:
             _add(out, seen, kind, label, make, line)
     return out[:MAX_CANDIDATES]
+
+
+class _ReplaceAll(cst.CSTTransformer):
+    """Several disjoint nodes replaced in one pass (deep_replace rebuilds the tree: a second call would not
+    find the other original node any more)."""
+
+    def __init__(self, pairs):
+        self.by_id = {id(n): w for n, w in pairs}
+
+    def on_leave(self, original, updated):
+        return self.by_id.get(id(original), updated)
+
+
+def _replace_all(module, pairs):
+    return module.visit(_ReplaceAll(pairs)).code
 
 
 def _add(out, seen, kind, label, make, line):

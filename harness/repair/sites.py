@@ -184,6 +184,9 @@ def scale(node):
         out.append(("scale", "divided by the square root instead of multiplied",
                     node.with_changes(operator=cst.Divide(whitespace_before=node.operator.whitespace_before,
                                                           whitespace_after=node.operator.whitespace_after))))
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and \
+            isinstance(node.right, cst.Call) and _name(node.right.func) == "sqrt" and not _is_scores(node.left):
+        out.append(("unscale", f"without the * {cst.Module([]).code_for_node(node.right)}", node.left))
     if _is_scores(node):
         q = _first_operand(node)
         if isinstance(q, (cst.Name, cst.Attribute)):
@@ -233,11 +236,23 @@ def heads(node):
     return out
 
 
+def _add_positional(call: cst.Call, value) -> cst.Call:
+    args = list(call.args)
+    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=args + [cst.Arg(value)])
+
+
 def bounds(node):
     """randint/arange/range(lo, hi): an exclusive upper bound one short."""
     if not isinstance(node, cst.Call) or _name(node.func) not in ("randint", "arange", "range"):
         return []
     pos = [(i, a) for i, a in enumerate(node.args) if a.keyword is None and not a.star]
+    if len(pos) == 2 and _name(node.func) == "arange" and isinstance(pos[1][1].value, cst.BinaryOperation) and \
+            isinstance(pos[1][1].value.operator, cst.FloorDivide) and _int(pos[1][1].value.right) == 2:
+        half = pos[1][1].value     # arange(0, d // 2) -> arange(0, d, 2): the even indices, not the first half
+        new = _set_arg(node, pos[1][0], half.left)
+        return [("bound", "every second index up to the end instead of the first half",
+                 _add_positional(new, _lit(2)))]
     if len(pos) < 2 or _int(pos[1][1].value) is None:
         return []
     i, a = pos[1]

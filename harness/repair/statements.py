@@ -58,6 +58,16 @@ def edits(module: cst.Module, col, a: int, b: int):
                 out.append(("per-step", "computed at every call instead of once and cached",
                             lambda o=outer, j=k, g=guard: module.deep_replace(o, _with_body(o, j, g.body.body)).code))
         out += unused(module, col, a, stmt)
+        body = stmt.body[0]
+        if isinstance(body, cst.Assign) and isinstance(body.targets[0].target, cst.Subscript) and \
+                isinstance(body.value, cst.Name):      # tgt[i, 1:L + 1] = seq: the sequence written forwards
+            rev = stmt.with_changes(body=[body.with_changes(value=cst.parse_expression(f"{body.value.value}.flip(0)"))])
+            out.append(("reverse", f"{body.value.value}.flip(0): the sequence reversed",
+                        lambda st=stmt, r=rev: module.deep_replace(st, r).code))
+        if isinstance(body, cst.Expr) and isinstance(body.value, cst.Call) and block is not None and \
+                len(block.body) > 1 and ".init." in _code(body.value.func):     # an init that undoes the default
+            out.append(("drop", f"without {_code(body.value.func)}(...)",
+                        lambda bl=block, j=i: module.deep_replace(bl, _with_body(bl, j, [])).code))
         param = _parameter_to_buffer(stmt)
         if param is not None:
             out.append(("buffer", "registered as a buffer, not a trained Parameter",
@@ -95,8 +105,9 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
     v = _Names()
     fn.visit(v)
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
+    from .inputs import _assigned
     idle = [n for n, k in v.count.items() if k == 1 and n != fn.name.value and ("mask" in n.lower() or n in (
-        "causal", "future", "tri", "src_mask", "tgt_mask")) and n != "self"]
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and n != "self" and (n in params or _assigned(fn, n))]
     out = []
     body = stmt.body[0]
     for n in idle:

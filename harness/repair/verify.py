@@ -95,26 +95,27 @@ def diff(source: str, code: str, name: str) -> str:
                                         n=1))
 
 
-def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck, found_by: str) -> dict | None:
-    """The `repair` of one diagnosis: the first candidate that verifies, else what was tried (None: no edit)."""
-    loc = d.get("location") or {}
-    line = loc.get("line")
-    kinds = catalogue.kinds_for(d["id"])
-    targets = cited(d, before)
-    if not kinds or not isinstance(line, int) or not targets:
-        return None
-    cands = sorted(edit.candidates(source, line, kinds), key=lambda c: kinds.index(c.kind))
-    cands = cands[:MAX_TRIES[found_by]]
-    if not cands:
-        return None
-    only = ",".join(_probes(targets))
-    extra = ",".join(_probes(targets))
-    tried, rejected = 0, []
+def search_lines(d: dict, before: dict, targets: list[str]) -> list[int]:
+    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line."""
+    out = []
+    for t in targets:
+        div = ((before.get(t) or {}).get("data") or {}).get("divergence")
+        if isinstance(div, dict) and isinstance(div.get("line"), int) and div["line"] not in out:
+            out.append(div["line"])
+    line = (d.get("location") or {}).get("line")
+    if isinstance(line, int) and line not in out:
+        out.append(line)
+    return out[:2]
+
+
+def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected):
+    """The first candidate that verifies, as a `repair`; None when none does (tried/rejected are filled)."""
+    only = extra = ",".join(_probes(targets))
     for c in cands:
-        tried += 1
+        tried.append(c.code)
         # the first candidate (the cause's usual fix, which mostly repairs) goes straight to the whole suite;
         # later ones pass the cited checks' probes alone first
-        if tried > 1 and not _passes(recheck(c.code, only, ""), targets):
+        if len(tried) > 1 and not _passes(recheck(c.code, only, ""), targets):
             continue
         full = recheck(c.code, "", extra)
         moved = changed(before, full, targets, others_cited)
@@ -126,9 +127,38 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
                 "before": {t: before[t].get("measured") for t in targets},
                 "after": {t: (full.get(t) or {}).get("measured") for t in targets},
                 "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
-                "tried": tried}
-    return {"verified": False, "found_by": found_by, "tried": tried, "diff": None, "before": None, "after": None,
-            "rejected": rejected[:3]}
+                "tried": len(tried)}
+    return None
+
+
+def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck) -> dict | None:
+    """The `repair` of one diagnosis: the cause's usual edits at its line, then (none verified, or a failure
+    outside the catalogue) the generic search where the property first broke. None: no edit to try."""
+    targets = cited(d, before)
+    if not targets:
+        return None
+    tried, rejected, usual = [], [], 0
+    kinds = catalogue.BY_CAUSE.get(d["id"])
+    line = (d.get("location") or {}).get("line")
+    if kinds and isinstance(line, int):
+        cands = sorted(edit.candidates(source, line, kinds), key=lambda c: kinds.index(c.kind))
+        r = _verify(cands[:MAX_TRIES["catalogue"]], source, name, before, targets, others_cited, recheck,
+                    "catalogue", tried, rejected)
+        usual = len(tried)
+        if r is not None:
+            return r
+    if d["id"] in catalogue.SEARCHED or usual or kinds is None:
+        seen = set(tried)
+        cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
+                 if c.code not in seen]
+        r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
+                    tried, rejected)
+        if r is not None:
+            return dict(r, usual_tried=usual)
+    if not tried:
+        return None
+    return {"verified": False, "found_by": "catalogue" if usual else "search", "tried": len(tried),
+            "usual_tried": usual, "diff": None, "before": None, "after": None, "rejected": rejected[:3]}
 
 
 def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES) -> dict:
@@ -141,23 +171,23 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
     for d in diags:
         if n >= max_diagnoses:
             break
-        found_by = "search" if d["id"] in catalogue.SEARCHED else "catalogue"
         others = set().union(*[v for k, v in every.items() if k != d["id"]]) if len(every) > 1 else set()
-        r = try_one(d, source, name, before, others, recheck, found_by)
+        r = try_one(d, source, name, before, others, recheck)
         if r is None:
             continue
         n += 1
         d["repair"] = r
-        if r["verified"] and found_by == "catalogue":
+        if r["verified"] and r["found_by"] == "catalogue":
             d["confidence"] = max(d["confidence"], 0.95)
             d["evidence"].append("repair verified: " + "; ".join(r["changes"]) + f" after {r['label']} at line "
                                  f"{r['line']}, every other check unchanged")
-        elif r["verified"]:
-            d["evidence"].append("a repair found by search at this line: " + r["label"] + " (" +
-                                 "; ".join(r["changes"]) + ", every other check unchanged)")
-        elif found_by == "catalogue":
+            continue
+        if r.get("usual_tried"):
             d["confidence"] = round(d["confidence"] * 0.75, 2)
-            d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['tried']} edits of "
-                                 f"line {(d.get('location') or {}).get('line')} tried)")
+            d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['usual_tried']} "
+                                 f"edits of line {(d.get('location') or {}).get('line')} tried)")
+        if r["verified"]:
+            d["evidence"].append(f"a repair found by search at line {r['line']} (a suggestion): {r['label']} (" +
+                                 "; ".join(r["changes"]) + ", every other check unchanged)")
     result["diagnoses"].sort(key=lambda d: (not (d.get("repair") or {}).get("verified"), -d["confidence"]))
     return {"repair_s": round(time.monotonic() - t0, 3), "repaired": n}
