@@ -110,13 +110,14 @@ def main():
     ap.add_argument("--only", default=None)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--timing", type=int, default=0)
+    ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "repairs.json"))
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-repairs-"))
     files = [e for e in mutant_files(tmp) + corpus_files() if e["set"] in a.set.split(",")
-             and (not a.only or a.only in e["name"])][:a.limit]
+             and (not a.only or any(o in e["name"] for o in a.only.split(",")))][:a.limit]
     rows = []
-    for e in files:
+    for e in ([] if a.timing_only else files):
         row = one(e)
         rows.append(row)
         top = row["diagnoses"][0] if row["diagnoses"] else {}
