@@ -112,19 +112,37 @@ def main():
     ap.add_argument("--timing", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "repairs.json"))
+    ap.add_argument("--summarize", nargs="*", default=None, help="only summarize these result files together")
     a = ap.parse_args()
+    if a.summarize:
+        rows = [r for f in a.summarize for r in json.loads(Path(f).read_text())["rows"]]
+        print(json.dumps(summarize(rows), indent=1))
+        return
     tmp = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-repairs-"))
     files = [e for e in mutant_files(tmp) + corpus_files() if e["set"] in a.set.split(",")
              and (not a.only or any(o in e["name"] for o in a.only.split(",")))][:a.limit]
+    files = [e for e in files if e["set"] != "corpus" or e["cause"] or len(e["lines"] or []) == 1]   # in a metric
+    files.sort(key=lambda e: e["cause"] is None)    # catalogue bugs first: the slow machine may stop a run early
     rows = []
     for e in ([] if a.timing_only else files):
         row = one(e)
         rows.append(row)
+        write_json_atomic({"rows": rows, "partial": True}, a.out)
         top = row["diagnoses"][0] if row["diagnoses"] else {}
         print(f"{row['set']:8} {row['name'][:40]:40} check {row['check_s']:5.1f}s repair {row['repair_s']:5.1f}s "
               f"{top.get('id', '-')}:{top.get('line')} {json.dumps((top.get('repair') or {}).get('verified'))} "
               f"{(top.get('repair') or {}).get('label', '')}", flush=True)
-    out = {"rows": rows, "summary": {
+    out = {"rows": rows, "summary": summarize(rows)}
+    if a.timing:
+        out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing)
+    print(json.dumps(out["summary"], indent=1))
+    if a.timing:
+        print(json.dumps(out["timing"]))
+    write_json_atomic(out, a.out)
+
+
+def summarize(rows) -> dict:
+    return {
         "mutants_verified_of_located": rate(rows, "verified_catalogue", lambda r: r["set"] == "mutants" and r["located_catalogue"]),
         "corpus_catalogue_verified_of_located": rate(rows, "verified_catalogue",
                                                      lambda r: r["set"] == "corpus" and r["located_catalogue"]),
@@ -136,13 +154,7 @@ def main():
             rows, "search_on_line", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
         "correct_files_with_verified_repairs": sum(1 for r in rows if r["set"] == "correct" and r["verified_any"]),
         "correct_files": sum(1 for r in rows if r["set"] == "correct"),
-    }}
-    if a.timing:
-        out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing)
-    print(json.dumps(out["summary"], indent=1))
-    if a.timing:
-        print(json.dumps(out["timing"]))
-    write_json_atomic(out, a.out)
+    }
 
 
 if __name__ == "__main__":
