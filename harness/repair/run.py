@@ -27,6 +27,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     except (OSError, UnicodeDecodeError):
         return None
     lim = limits or Limits()
+    daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name
 
@@ -42,6 +43,15 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
         stats = verify.repair(result, source, path.name, recheck, max_diagnoses)
     result.setdefault("timings", {})["repair_s"] = stats["repair_s"]
     return stats
+
+
+def _daemon_up() -> bool:
+    """This harness's check daemon is running (a check through it would not fall back to a cold run)."""
+    try:
+        from .. import daemon as check_daemon
+        return any(d.get("key") == check_daemon.key() for d in check_daemon.ask("status"))
+    except Exception:      # noqa: BLE001 - unknown: use this process's warm workers
+        return False
 
 
 def patched_text(source: str, repair: dict) -> str | None:
