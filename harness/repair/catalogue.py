@@ -33,6 +33,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "data-not-reversed": ("reverse",),
     "positional-encoding-formula": ("bound",),
     "bad-output-init": ("unscale", "drop"),
+    "missing-residual": ("residual",),
 }
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few

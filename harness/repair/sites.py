@@ -355,7 +355,8 @@ def sibling_name(node, pairs: dict):
         return []
     out = []
     for i, a in enumerate(node.args):
-        if isinstance(a.value, cst.Name) and len(pairs.get(a.value.value, ())) == 1:
+        if isinstance(a.value, cst.Name) and len(pairs.get(a.value.value, ())) == 1 and \
+                not next(iter(pairs[a.value.value])).startswith("_"):
             other = next(iter(pairs[a.value.value]))
             out.append(("shift", f"{other} instead of {a.value.value}", _set_arg(node, i, cst.Name(other))))
     return out

@@ -68,6 +68,10 @@ def edits(module: cst.Module, col, a: int, b: int):
                 len(block.body) > 1 and ".init." in _code(body.value.func):     # an init that undoes the default
             out.append(("drop", f"without {_code(body.value.func)}(...)",
                         lambda bl=block, j=i: module.deep_replace(bl, _with_body(bl, j, [])).code))
+        res = _residual(body)
+        if res is not None:
+            out.append(("residual", f"the residual {_code(body.targets[0].target)} + added back",
+                        lambda b0=body, r=res: module.deep_replace(b0, r).code))
         param = _parameter_to_buffer(stmt)
         if param is not None:
             out.append(("buffer", "registered as a buffer, not a trained Parameter",
@@ -168,3 +172,16 @@ def _parameter_to_buffer(stmt):
         return None
     call = cst.parse_expression(f"self.register_buffer({t.attr.value!r}, {_code(v.args[0].value)})")
     return stmt.with_changes(body=[cst.Expr(call)])
+
+
+def _residual(body):
+    """x = self.norm(sublayer(...)) -> x = self.norm(x + sublayer(...)): the residual connection dropped."""
+    if not (isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name)
+            and isinstance(body.value, cst.Call) and len(body.value.args) == 1 and body.value.args[0].keyword is None):
+        return None
+    arg = body.value.args[0]
+    if isinstance(arg.value, cst.BinaryOperation) or not isinstance(arg.value, cst.Call):
+        return None
+    x = body.targets[0].target.value
+    new = cst.parse_expression(f"{x} + {_code(arg.value)}")
+    return body.with_changes(value=body.value.with_changes(args=[arg.with_changes(value=new)]))

@@ -114,7 +114,7 @@ def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop"}
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual"}
     for cause, kinds in catalogue.BY_CAUSE.items():
         assert set(kinds) <= src_kinds, cause
     assert set(catalogue.SEARCH) <= src_kinds
@@ -188,3 +188,14 @@ def test_unused_input_names_the_value_computed_and_never_read():
     src2 = src.replace("        x = self.n2(x + self.drop(a))\n", "        x = self.n2(x + self.drop(c))\n")
     (kv,) = [c for c in edit.candidates(src2, 4, ("unused-input",)) if c.label.startswith("keys and values")]
     assert "c = self.ca(x, memory, memory, src_mask)" in kv.code
+
+
+def test_residual_added_back_and_reverse_and_unscale():
+    src = "class L:\n    def forward(self, x):\n        a, _ = self.sa(x)\n        x = self.n1(self.drop(a))  # post-norm\n"
+    (c,) = [c for c in edit.candidates(src, 4) if c.kind == "residual"]
+    assert "        x = self.n1(x + self.drop(a))  # post-norm\n" in c.code
+    assert not [c for c in edit.candidates(src, 4) if c.label.startswith("_ instead")]
+    src2 = "def mk(tgt, seq, i, L):\n    tgt[i, 1:L + 1] = seq\n"
+    assert "tgt[i, 1:L + 1] = seq.flip(0)" in only(src2, 2, "reverse")[0].code
+    src3 = "class M:\n    def f(self, out):\n        return self.gen(out) * math.sqrt(self.d), 1\n"
+    assert "return self.gen(out), 1" in only(src3, 3, "unscale")[0].code
