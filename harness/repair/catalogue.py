@@ -34,6 +34,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "positional-encoding-formula": ("bound",),
     "bad-output-init": ("unscale", "drop"),
     "missing-residual": ("residual",),
+    "decode-stops-early": ("all-rows",),
 }
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few

@@ -333,6 +333,19 @@ def loss_ignores_pad(node, names: set):
     return [("ignore-pad", f"ignore_index={pad}", _add_kw(node, "ignore_index", pad))] if pad else []
 
 
+def all_rows(node):
+    """`tok[0, 0] == EOS` (the first row decides for the batch) -> `(tok == EOS).all()`."""
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and
+            isinstance(node.comparisons[0].operator, cst.Equal) and isinstance(node.left, cst.Subscript)):
+        return []
+    idx = [_int(e.slice.value) for e in node.left.slice if isinstance(e.slice, cst.Index)]
+    if not idx or any(i != 0 for i in idx) or len(idx) != len(node.left.slice):
+        return []
+    code = cst.Module([]).code_for_node
+    new = cst.parse_expression(f"({code(node.left.value)} == {code(node.comparisons[0].comparator)}).all()")
+    return [("all-rows", "every row, not the first one alone", new)]
+
+
 LESSON_LR = "1e-3"
 
 
@@ -363,4 +376,4 @@ def sibling_name(node, pairs: dict):
 
 
 EDITORS = (softmax_axis, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
-           swapped_args, bounds, learning_rate)
+           swapped_args, bounds, learning_rate, all_rows)
