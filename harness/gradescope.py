@@ -23,7 +23,7 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
                        hint: str = "line") -> dict:
     """Gradescope's autograder results (results.json): a top-level score and one test per finding and check.
     `hint` (repair/show.py): "cause" leaves the line out, "patch" adds a verified repair's diff."""
-    from .repair.show import hint_text
+    from .repair.show import hint_text, redact_lines
     score = grade["score"] if grade["score"] is not None else 0.0
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
@@ -58,6 +58,7 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
             name = f"{d.get('title', item['id'])} [{item['id']}]"
         else:
             out, name = item.get("title", ""), f"{item.get('title', item['id'])} [{item['id']}]"
+        out = redact_lines(out) if hint == "cause" else out
         tests.append({"name": name[:200], "score": 0.0, "max_score": lost, "status": "failed", "output": out,
                       "visibility": visibility, "tags": [item["kind"]]})
     for d in result.get("diagnoses", []):   # findings that cost nothing (e.g. grader-fault = 0) still shown
@@ -75,6 +76,7 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
         m = c.get("measured")
         text = f"measured: {json.dumps(m)[:300]}" + (f"\nexpected: {c['expected']}" if c.get("expected") else "") + \
                (f"\n{c['detail']}" if c.get("detail") else "")
+        text = redact_lines(text) if hint == "cause" else text
         tests.append({"name": f"check: {c['id']}", "score": 0.0, "max_score": 0.0,
                       "status": "passed" if c["status"] == "pass" else "failed", "output": text[:4000],
                       "visibility": visibility, "tags": ["check"]})

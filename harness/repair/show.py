@@ -2,6 +2,8 @@
 an instructor chose (cause only, cause and line, the patch)."""
 from __future__ import annotations
 
+import re
+
 HINT_LEVELS = ("cause", "line", "patch")
 DEFAULT_HINT = "line"      # what Gradescope showed before repairs existed: the cause, its fix and its line
 
@@ -44,3 +46,11 @@ def view(repair) -> dict | None:
     return {"verified": bool(repair.get("verified")), "search": repair.get("found_by") == "search",
             "summary": (summary(repair, numbers=False) or "")[:1000], "changes": [str(c)[:300] for c in repair.get("changes") or []][:10],
             "rows": rows}
+
+
+_LINE = re.compile(r"\b(lines?|cell) \d+(\s*(-|to|and)\s*\d+)?", re.I)
+
+
+def redact_lines(text: str) -> str:
+    """The `cause` hint level: evidence keeps its numbers, not where in the file they were measured."""
+    return _LINE.sub("a line of your code", text)

@@ -68,3 +68,14 @@ def test_terminal_repairs_section():
     assert "repair verified (the usual fix): torch.tril instead of torch.triu at line 3" in text
     assert "causal-leak: 1.6 -> 0" in text and "-    causal = torch.triu(x)" in text
     assert terminal.repairs({"diagnoses": [{"id": "x"}]}, color=False) == ""
+
+
+def test_cause_level_redacts_lines_named_in_evidence():
+    r = _result()
+    r["diagnoses"][0]["evidence"].append("mechanism: the weights multiplied with V at line 76 give 84%")
+    r["checks"] = [{"id": "causal-leak", "status": "fail", "measured": 1.6, "expected": "0",
+                    "detail": "first divergence at line 76"}]
+    out = gradescope_results(r, _grade(), hint="cause")
+    text = "\n".join(t["output"] for t in out["tests"])
+    assert "76" not in text and "84%" in text and "a line of your code" in text
+    assert "line 76" in "\n".join(t["output"] for t in gradescope_results(r, _grade(), hint="line")["tests"])
