@@ -43,6 +43,9 @@ SEARCH = ("softmax-axis", "reduction-axis", "transpose", "polarity", "diagonal",
           "bound", "finite-minimum", "scale", "flag")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)
+# never repaired: not a bug of the code's behaviour at a line (the grader, limits, integrity, an interface note)
+NEVER = ("grader-fault", "timeout", "memory-limit", "crashed", "contract-deviation", "tampering",
+         "forbidden-operation")
 
 
 def kinds_for(cause_id: str) -> tuple[str, ...] | None:

@@ -135,7 +135,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     """The `repair` of one diagnosis: the cause's usual edits at its line, then (none verified, or a failure
     outside the catalogue) the generic search where the property first broke. None: no edit to try."""
     targets = cited(d, before)
-    if not targets:
+    if not targets or d["id"] in catalogue.NEVER:
         return None
     tried, rejected, usual = [], [], 0
     kinds = catalogue.BY_CAUSE.get(d["id"])
