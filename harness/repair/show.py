@@ -16,8 +16,10 @@ def summary(repair: dict | None, numbers: bool = True) -> str | None:
         return f"no repair verified ({repair.get('tried', 0)} candidate edits of the line re-checked)"
     who = "found by search, a suggestion" if repair.get("found_by") == "search" else "the usual fix"
     head = f"repair verified ({who}): {repair.get('label')} at line {repair.get('line')}"
+    skipped = repair.get("unmeasured") or []
     return head + (("; " + "; ".join(repair.get("changes") or [])) if numbers else "") + \
-        "; every other check unchanged"
+        "; every other check unchanged" + (f" (could not measure on the patched file: {', '.join(skipped)})"
+                                           if skipped else "")
 
 
 def diff_lines(repair: dict | None) -> list[str]:

@@ -61,6 +61,8 @@ def changed(before: dict, after: dict, targets: list[str], others_cited: set) ->
         b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
         if b == a or (b in FAILED and a == "pass" and i not in others_cited):
             continue
+        if {b, a} <= {"pass", "skip"}:     # measurable on one model and not the other: never a failure (listed)
+            continue
         if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED and i not in others_cited:
             continue
         out.append(f"{i}: {b} -> {a}")
@@ -127,6 +129,8 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                 "before": {t: before[t].get("measured") for t in targets},
                 "after": {t: (full.get(t) or {}).get("measured") for t in targets},
                 "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
+                "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and
+                                     (before.get(i) or {}).get("status") == "pass"),
                 "tried": len(tried)}
     return None
 

@@ -133,6 +133,7 @@ def test_verification_rules():
     good = {"causal-leak": _check("causal-leak", "pass", 0.0), "shapes": _check("shapes", "pass"),
             "decode-consistency": _check("decode-consistency", "pass", 0.0)}
     assert verify._passes(good, ["causal-leak"]) and verify.changed(before, good, ["causal-leak"], set()) == []
+    assert verify.changed(before, dict(good, shapes=_check("shapes", "skip")), ["causal-leak"], set()) == []
     broke = dict(good, shapes=_check("shapes", "fail"))
     assert verify.changed(before, broke, ["causal-leak"], set()) == ["shapes: pass -> fail"]
     # a failure another diagnosis names may not vanish with this edit
