@@ -154,6 +154,8 @@ def summarize(rows) -> dict:
             rows, "search_on_line", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
         "correct_files_with_verified_repairs": sum(1 for r in rows if r["set"] == "correct" and r["verified_any"]),
         "correct_files": sum(1 for r in rows if r["set"] == "correct"),
+        "verified_with_a_pass_to_skip": sum(1 for r in rows for d in r["diagnoses"]
+                                            if (d["repair"] or {}).get("unmeasured")),
     }
 
 
