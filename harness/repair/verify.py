@@ -2,8 +2,9 @@
 
 `recheck(code, only, extra)` runs the normal check path (same sandbox, limits, warm worker) on a copy of the
 submission holding `code`: `only` = just these probes, else the quick suite plus `extra`. A candidate is
-*verified* when every failed check the diagnosis cites now passes and no other re-run check's status changed
-(a failure no other diagnosis cites may also pass: it was this bug's too). Two stages keep it cheap: the cited
+*verified* when every failed check the diagnosis cites now passes and no passing re-run check fails or errs
+(other failures that went are listed as also_fixed; a pass that cannot measure the patched model, pass ->
+skip, as unmeasured). Two stages keep it cheap: the cited
 checks' probes alone first (most edits fail there, in well under a second), then the quick suite for the
 edit that passed them; the first candidate, usually the repair, goes to the quick suite at once.
 """
@@ -52,18 +53,19 @@ def _passes(after: dict, targets: list[str]) -> bool:
 
 
 def changed(before: dict, after: dict, targets: list[str], others_cited: set) -> list[str]:
-    """Re-run checks whose status moved, other than the targets and uncited failures that now pass."""
+    """Re-run checks whose status moved for the worse: a pass that fails or errs, a failure that changed kind.
+    (`others_cited`, the checks other diagnoses name, is kept for callers; a failure that goes is no harm.)"""
     rerun = {PROBE_OF.get(i, i) for i in after}
     out = []
     for i in sorted(set(before) | set(after)):
         if i in targets or PROBE_OF.get(i, i) not in rerun:
             continue
         b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
-        if b == a or (b in FAILED and a == "pass" and i not in others_cited):
+        if b == a or (b in FAILED and a in ("pass", "skip")):   # a failure more went (listed as also_fixed)
             continue
         if {b, a} <= {"pass", "skip"}:     # measurable on one model and not the other: never a failure (listed)
             continue
-        if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED and i not in others_cited:
+        if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED:
             continue
         out.append(f"{i}: {b} -> {a}")
     return out
@@ -129,6 +131,8 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                 "before": {t: before[t].get("measured") for t in targets},
                 "after": {t: (full.get(t) or {}).get("measured") for t in targets},
                 "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
+                "also_fixed": sorted(i for i, c in before.items() if c["status"] in FAILED and i not in targets
+                                     and (full.get(i) or {}).get("status") in ("pass", "skip")),
                 "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and
                                      (before.get(i) or {}).get("status") == "pass"),
                 "tried": len(tried)}
