@@ -39,7 +39,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few
 # value edits that apply to any attention op
-SEARCH = ("softmax-axis", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
+SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
           "bound", "finite-minimum", "scale", "flag")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)

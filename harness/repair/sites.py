@@ -79,6 +79,15 @@ def softmax_axis(node):
     return [("softmax-axis", f"softmax over dim={to} instead of dim={k}", _set_arg(node, i, _lit(to)))]
 
 
+def unwrap_softmax(node):
+    """softmax(x) -> x: a second normalisation of weights that already are one (search only)."""
+    if not isinstance(node, cst.Call) or _name(node.func) not in SOFTMAXES:
+        return []
+    method = isinstance(node.func, cst.Attribute) and _name(node.func.value) not in ("F", "torch", "functional", "nn")
+    inner = node.func.value if method else (node.args[0].value if node.args else None)
+    return [("unwrap", "without this softmax (the weights are normalised already)", inner)] if inner is not None else []
+
+
 def reduction_axis(node):
     """mean/var/std/...(dim=k) -> dim=-1: a normalisation over the features, not the batch or the sequence."""
     if not isinstance(node, cst.Call) or _name(node.func) not in REDUCTIONS or not isinstance(node.func, cst.Attribute):
@@ -375,5 +384,5 @@ def sibling_name(node, pairs: dict):
     return out
 
 
-EDITORS = (softmax_axis, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
+EDITORS = (softmax_axis, unwrap_softmax, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
            swapped_args, bounds, learning_rate, all_rows)

@@ -63,8 +63,8 @@ def changed(before: dict, after: dict, targets: list[str], others_cited: set) ->
         b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
         if b == a or (b in FAILED and a in ("pass", "skip")):   # a failure more went (listed as also_fixed)
             continue
-        if {b, a} <= {"pass", "skip"}:     # measurable on one model and not the other: never a failure (listed)
-            continue
+        if {b, a} <= {"pass", "skip"} or (b == "info" and a in ("pass", "skip")):   # a note that went; a
+            continue                       # measurement possible on one model only (listed): never a failure
         if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED:
             continue
         out.append(f"{i}: {b} -> {a}")

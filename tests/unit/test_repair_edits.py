@@ -114,7 +114,7 @@ def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows"}
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap"}
     for cause, kinds in catalogue.BY_CAUSE.items():
         assert set(kinds) <= src_kinds, cause
     assert set(catalogue.SEARCH) <= src_kinds
