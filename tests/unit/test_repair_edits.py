@@ -201,3 +201,11 @@ def test_residual_added_back_and_reverse_and_unscale():
     assert "tgt[i, 1:L + 1] = seq.flip(0)" in only(src2, 2, "reverse")[0].code
     src3 = "class M:\n    def f(self, out):\n        return self.gen(out) * math.sqrt(self.d), 1\n"
     assert "return self.gen(out), 1" in only(src3, 3, "unscale")[0].code
+
+
+def test_unwrap_softmax_and_a_note_that_goes():
+    src = "def f(att, V):\n    return torch.matmul(self.drop(att.softmax(dim=-1)), V)\n"
+    assert "torch.matmul(self.drop(att), V)" in only(src, 2, "unwrap")[0].code
+    before = {"param-count": _check("param-count", "info"), "shapes": _check("shapes", "pass")}
+    after = {"param-count": _check("param-count", "pass"), "shapes": _check("shapes", "info")}
+    assert verify.changed(before, after, [], set()) == ["shapes: pass -> info"]
