@@ -183,6 +183,8 @@ def main(argv=None):
     ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
     ap.add_argument("--load-timeout", type=float, default=30.0, help="seconds loading (definitions only) may take")
     ap.add_argument("--side", action="store_true", help="run the training probes in a second process, beside")
+    for opt in ("--only-probes", "--extra-probes"):  # probe ids (a,b): only these (+contract); also when --quick
+        ap.add_argument(opt, default="")
     a = ap.parse_args(argv)
 
     channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
@@ -214,7 +216,7 @@ def main(argv=None):
     t_cal = time.perf_counter()
     from . import child_side, loader
     from .capture import capture
-    from .probes import PROBES
+    from .probes import select
     from .probes.base import Context, ProbeTimeout, Skip, StudentError, check, seed_all
     # the child's fixed costs before the submission loads (bench/profile_check.py reads them)
     startup = {"torch_import_s": t_torch - t_start, "dynamo_import_s": t_dynamo - t_torch, "calibrate_s": t_cal - t_dynamo,
@@ -336,7 +338,7 @@ def main(argv=None):
         guard.check(probe.id)
         return checks
 
-    todo = [p for p in PROBES if assignment in p.assignments and not (a.quick and p.cost == "train")]
+    todo = select(assignment, a.quick, a.only_probes, a.extra_probes)
     beside = child_side.plan(todo, a.side and a.device == "cpu")     # what runs in a second process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks

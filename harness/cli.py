@@ -63,7 +63,15 @@ def _default_report(sub: Path, ext: str) -> Path:
 @click.option("--no-daemon", is_flag=True,
               help="Start a new sandboxed process for this check instead of forking this user's warm check "
                    "daemon (also: MTXDIAG_DAEMON=0). The result is the same either way.")
-def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout, no_daemon):
+@click.option("--repair", is_flag=True,
+              help="Prove the diagnoses: apply each one's usual fix (or, for a failure outside the catalogue, a "
+                   "small edit found by search) to a copy, re-check it in the sandbox, and show the edit that "
+                   "repairs as a diff with the before/after numbers.")
+@click.option("--fix", is_flag=True,
+              help="As --repair, then write the file with the verified repairs beside it (NAME.fixed.py); the "
+                   "file itself is never changed.")
+def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout, no_daemon,
+          repair, fix):
     """Load FILE (.py or .ipynb, or a CS336 repository folder with tests/adapters.py), probe it and print the
     likely bugs.
 
@@ -76,7 +84,8 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
     assignment = _usable(file, assignment)
     limits = Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout, cores=min(2, os.cpu_count() or 1))
     result = check_and_report(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
-                              json_path=json_path, html_path=html_path, daemon=not no_daemon)
+                              json_path=json_path, html_path=html_path, daemon=not no_daemon,
+                              repair="fix" if fix else repair)
     sys.exit(exit_code(result))
 
 
@@ -170,7 +179,7 @@ def _usable(file: Path, assignment: str) -> str:
 
 
 def check_and_report(file: Path, *, assignment, seed, device, quick, limits, json_path=None, html_path=None,
-                     footer=None, daemon=False) -> dict:
+                     footer=None, daemon=False, repair=False) -> dict:
     """One check: progress on stderr, the JSON, the summary printed as soon as the diagnoses are known, then
     the HTML report (its figures take a second) and its path. `footer`: a line after the report's path."""
     from .report import terminal
@@ -179,11 +188,18 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     try:
         result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
                             on_event=progress.phase, daemon=daemon, say=progress.note)
+        if repair and device == "cpu":
+            _repair(result, file, seed, limits, daemon, progress)
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")
     write_json_atomic(result, json_path)
     click.echo(terminal.summary(result, json_path=json_path))
+    if repair:
+        text = terminal.repairs(result)
+        click.echo(text or "  repair   no located diagnosis has a repair to try")
+        if repair == "fix":
+            _write_fixed(result, file)
     html_path = html_path or _default_report(file, "html")
     warm.join()
     try:
@@ -212,3 +228,28 @@ def _prepare_html() -> threading.Thread:
     t = threading.Thread(target=work, name="mtxdiag-html-warm-up", daemon=True)
     t.start()
     return t
+
+
+def _repair(result, file: Path, seed, limits, daemon, progress):
+    """Verified repairs of the result's diagnoses (harness/repair), through the same check path and limits."""
+    from .repair.run import repair_check
+    progress.phase("repairs")
+    repair_check(result, file, seed=seed, limits=limits, daemon=daemon, say=progress.note)
+
+
+def _write_fixed(result, file: Path):
+    """check --fix: the verified repairs applied in turn to the file's text, written beside it."""
+    from .repair.run import fixed_path, patched_text
+    verified = [d["repair"] for d in result.get("diagnoses", []) if (d.get("repair") or {}).get("verified")]
+    if not verified or not file.is_file():
+        click.echo("  fix      nothing written: no verified repair")
+        return
+    text, applied = file.read_text(encoding="utf-8"), 0
+    for r in verified:
+        new = patched_text(text, r)
+        if new is not None:
+            text, applied = new, applied + 1
+    out = fixed_path(file)
+    with open(out, "x", encoding="utf-8") as f:     # "x": never over an existing file
+        f.write(text)
+    click.echo(f"  fix      {out} ({applied} of {len(verified)} verified repairs applied; {file} unchanged)")

@@ -124,7 +124,8 @@ class Grader:
         d.mkdir(parents=True, exist_ok=True)
         write_json_atomic(gradescope_results(result, grade, visibility=self.opts.visibility,
                                              stdout_visibility=self.opts.stdout_visibility,
-                                             execution_time=(result.get("timings") or {}).get("total_s")),
+                                             execution_time=(result.get("timings") or {}).get("total_s"),
+                                             hint=self.opts.hint or self.rubric.hint_level or "line"),
                           d / "results.json")
         if report:
             grading["report"] = self._write_report(result, sub, report_html)

@@ -126,14 +126,17 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
               help="Visibility of the results to the student.")
 @click.option("--stdout-visibility", type=click.Choice(VISIBILITIES), default="hidden", show_default=True,
               help="Visibility of the autograder's stdout to the student.")
+@click.option("--hint-level", type=click.Choice(["cause", "line", "patch"]), default=None,
+              help="What the student sees of each diagnosis: the cause only, also its line, or also a verified "
+                   "patch (re-checked repairs; slower). Default: the rubric's hint_level, else line.")
 def gradescope(submission_dir, results_path, rubric_path, timeout, memory, quick, assignment, seed, visibility,
-               stdout_visibility):
+               stdout_visibility, hint_level):
     """Entry point for Gradescope's autograder: grade the one .py/.ipynb (or the one `lm` repository with
     tests/adapters.py) in /autograder/submission and write
     /autograder/results/results.json. Exit status 0 once results.json is written; 2 on bad options."""
     rub = _rubric(rubric_path)
     opts = Options(assignment=assignment, seed=seed, quick=quick, timeout_s=timeout, memory_mb=memory,
-                   visibility=visibility, stdout_visibility=stdout_visibility)
+                   visibility=visibility, stdout_visibility=stdout_visibility, hint=hint_level or "")
     try:
         done = gradescope_one(submission_dir, results_path, options=opts, rubric=rub)
     except GradeError as e:

@@ -46,6 +46,7 @@ class Options:
     output_mb: float = 1.0       # more output than this is an integrity finding (output-flood)
     load_timeout_s: float = 30.0  # loading (definitions only) that runs longer ends as `timeout` during load
     warm: bool = False           # checks run as forks of warm workers (warm.py): `grade` turns it on
+    hint: str = ""               # gradescope: cause | line | patch (repair/show.py); "" = the rubric's, else line
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""

@@ -19,8 +19,11 @@ VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
 def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible",
-                       stdout_visibility: str = "hidden", execution_time: float | None = None) -> dict:
-    """Gradescope's autograder results (results.json): a top-level score and one test per finding and check."""
+                       stdout_visibility: str = "hidden", execution_time: float | None = None,
+                       hint: str = "line") -> dict:
+    """Gradescope's autograder results (results.json): a top-level score and one test per finding and check.
+    `hint` (repair/show.py): "cause" leaves the line out, "patch" adds a verified repair's diff."""
+    from .repair.show import hint_text, redact_lines
     score = grade["score"] if grade["score"] is not None else 0.0
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
@@ -47,10 +50,13 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
         d = diags.get(item["id"]) if item["kind"] in ("cause", "grader-fault") else None
         if d:
             out = "\n".join(["Evidence:"] + [f"  - {e}" for e in d.get("evidence", [])[:6]]
-                            + [f"How to fix it: {d.get('fix', '')}"]) + loc_text(d.get("location"))
+                            + [f"How to fix it: {d.get('fix', '')}"]) + \
+                ("" if hint == "cause" else loc_text(d.get("location"))) + \
+                "".join("\n" + ln for ln in hint_text(d, hint))
             name = f"{d.get('title', item['id'])} [{item['id']}]"
         else:
             out, name = item.get("title", ""), f"{item.get('title', item['id'])} [{item['id']}]"
+        out = redact_lines(out) if hint == "cause" else out
         tests.append({"name": name[:200], "score": 0.0, "max_score": lost, "status": "failed", "output": out,
                       "visibility": visibility, "tags": [item["kind"]]})
     for d in result.get("diagnoses", []):   # findings that cost nothing (e.g. grader-fault = 0) still shown
@@ -68,6 +74,7 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
         m = c.get("measured")
         text = f"measured: {json.dumps(m)[:300]}" + (f"\nexpected: {c['expected']}" if c.get("expected") else "") + \
                (f"\n{c['detail']}" if c.get("detail") else "")
+        text = redact_lines(text) if hint == "cause" else text
         tests.append({"name": f"check: {c['id']}", "score": 0.0, "max_score": 0.0,
                       "status": "passed" if c["status"] == "pass" else "failed", "output": text[:4000],
                       "visibility": visibility, "tags": ["check"]})
@@ -125,6 +132,9 @@ def gradescope_one(submission_dir, results_path, *, options: Options | None = No
         from .runner import files_check
         result = dict(result, checks=[files_check(sub.left_out)] + [c for c in result.get("checks") or []
                                                                    if c.get("id") != "submission-files"])
+    hint = opts.hint or rub.hint_level or "line"
+    if hint == "patch" and sub.path is not None and not sub.problem and not sub.repo:
+        _repair(result, sub.path, opts)
     try:
         grade = rubric_mod.score(result, rub)
     except Exception as e:          # Gradescope must read a result, never an earlier run's
@@ -132,7 +142,18 @@ def gradescope_one(submission_dir, results_path, *, options: Options | None = No
                                   student_fault=False, opts=opts)
         grade = rubric_mod.score(result, rub)
     out = gradescope_results(result, grade, visibility=opts.visibility, stdout_visibility=opts.stdout_visibility,
-                             execution_time=time.monotonic() - t0)
+                             execution_time=time.monotonic() - t0, hint=hint)
     write_json_atomic(out, results_path)
     result["grade"] = grade
     return {"results": out, "result": result}
+
+
+def _repair(result: dict, path: Path, opts: Options) -> None:
+    """Verified repairs for the patch hint level (repair/run.py); a failure leaves the result as it was."""
+    try:
+        from .repair.run import repair_check
+        from .runner import Limits
+        repair_check(result, path, seed=opts.seed, limits=Limits(**opts.limits()))
+    except Exception:      # noqa: BLE001 - a hint is never worth a grade: the result stays as checked
+        for d in result.get("diagnoses", []):
+            d.pop("repair", None)

@@ -18,7 +18,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
-TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks",
+TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks", "hint_level",
             "lm"}   # [lm]: per-component credit of assignment lm (harness/rubric_lm.py)
 
 
@@ -37,6 +37,7 @@ class Rubric:
     source: str = "<default>"
     digest: str = ""                             # sha256 of the rubric text: scores depend on it, results do not
     lm: dict = field(default_factory=dict)       # assignment lm's [lm] table (rubric_lm.parse_table); {}: the default's
+    hint_level: str = ""                         # what students see (repair/show.py): cause | line | patch
 
     def points(self, value) -> float:
         return self.max_score if value == "all" else float(value)
@@ -109,7 +110,10 @@ def parse(text: str, source: str = "<string>") -> Rubric:
             lm = parse_table(data["lm"], source)
         except LmTableError as e:
             raise RubricError(str(e)) from None
-    return Rubric(name=name, max_score=max_score, error_score=error_score,
+    hint = data.get("hint_level", "")
+    if hint and hint not in ("cause", "line", "patch"):
+        raise RubricError(f"{source}: hint_level must be \"cause\", \"line\" or \"patch\", not {hint!r}")
+    return Rubric(name=name, max_score=max_score, error_score=error_score, hint_level=hint,
                   default_deduction=default if default == "all" else float(default),
                   causes=tables["causes"], checks=tables["checks"], source=source,
                   digest=hashlib.sha256(text.encode("utf-8")).hexdigest(), lm=lm)

@@ -62,6 +62,8 @@ class Limits:
     load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
     cores: int = 1           # 2: the training probes run in a second process beside the others (child_side.py)
     warm: bool = False       # a fork of a warm worker instead of a new interpreter (warm.py; CPU only)
+    only_probes: str = ""    # comma-separated probe ids: run just these (a repair's first re-check, repair/verify.py)
+    extra_probes: str = ""   # comma-separated probe ids run beside the suite even when --quick skips them
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
@@ -138,6 +140,9 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                 "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
         if quick:
             args.append("--quick")
+        for flag, ids in (("--only-probes", lim.only_probes), ("--extra-probes", lim.extra_probes)):
+            if ids:
+                args += [flag, ids]
         if lim.cores >= 2 and device == "cpu":
             args.append("--side")
         if worker is not None:

@@ -86,3 +86,11 @@ PROBES = (
     Probe("block-structure", structure.block_structure, B, "quick"),
     Probe("block-lm", block_lm.lm, B, "train", side=True),
 ) + LM_PROBES
+
+
+def select(assignment: str, quick: bool, only: str = "", extra: str = "") -> list:
+    """The probes a run does: its assignment's, less the training ones under --quick. `only` (comma-separated
+    ids): just these and contract (a repair's first re-check); `extra`: these too, even under --quick."""
+    want, also = set(filter(None, only.split(","))), set(filter(None, extra.split(",")))
+    return [p for p in PROBES if assignment in p.assignments and ((p.id in want or p.id == "contract") if want else
+                                                                  not (quick and p.cost == "train") or p.id in also)]

@@ -329,6 +329,7 @@ def skipped_rows(result: dict) -> list[dict]:
 
 
 def diagnoses(result: dict, source_path) -> list[dict]:
+    from ..repair.show import view as repair_view
     out = []
     for i, d in enumerate([d for d in result.get("diagnoses") or [] if isinstance(d, dict)][:30], start=1):
         loc = d.get("location") if isinstance(d.get("location"), dict) else None
@@ -349,7 +350,8 @@ def diagnoses(result: dict, source_path) -> list[dict]:
                     "conf_value": max(0.0, min(1.0, float(conf))) if isinstance(conf, (int, float))
                     and math.isfinite(conf) else 0.0,
                     "evidence": ev, "also": also, "fix": _str(d.get("fix"), 2000), "why": _str(d.get("why"), 3000),
-                    "where": where(loc), "excerpt": excerpt(source_path, loc), "see": see})
+                    "where": where(loc), "excerpt": excerpt(source_path, loc), "see": see,
+                    "repair": repair_view(d.get("repair"))})
     return out
 
 

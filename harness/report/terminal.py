@@ -323,3 +323,23 @@ def report_line(html_path, color: bool | None = None) -> str:
         return f"  report   {html_path}"
     import click
     return "  report   " + click.style(str(html_path), bold=True)
+
+
+def repairs(result: dict, color: bool | None = None) -> str:
+    """Each diagnosis's repair (issue 30): the verified patch as a diff of the student's lines with the
+    before/after numbers, or that the usual fix did not remove the failure. '' when no repair ran."""
+    from ..repair.show import diff_lines, summary as repair_summary
+    color = _color(sys.stdout) if color is None else color
+    import click
+    out = []
+    for d in (result or {}).get("diagnoses") or []:
+        r = d.get("repair") if isinstance(d, dict) else None
+        if not r:
+            continue
+        head = f"  repair   {d.get('id')}: {repair_summary(r)}"
+        out.append(click.style(head, fg="green" if r.get("verified") else "yellow") if color else head)
+        for ln in diff_lines(r):
+            fg = {"+": "green", "-": "red", "@": "cyan"}.get(ln[:1])
+            out.append("     " + (click.style(ln, fg=fg) if color and fg else ln))
+    text = "\n".join(out)
+    return text if _utf8(sys.stdout) else text.translate(ASCII_FALLBACK)

@@ -1,0 +1,163 @@
+"""Issue 30's numbers: how many diagnoses a verified repair proves, and what repairs cost.
+
+    python bench/repairs.py [--set mutants,corpus,correct] [--only TEXT] [--limit N] [--timing N]
+
+Each file gets a quick check (harness.api.check_file, a warm worker of this process, seed 0), then
+harness.repair.run.repair_check on its result (the same path: candidates re-checked in the sandbox).
+  mutants:  located catalogue diagnoses (the mutant's own cause, with a line) that get a verified repair;
+  corpus:   tests/corpus/{reversal,block} bugs: catalogue bugs whose acceptable cause gets a verified repair,
+            and single-line bugs outside the catalogue that get a verified repair found by search (also: on
+            the bug's own line, +-1);
+  correct:  verified repairs on correct files (must be 0), and every repair's "other checks unchanged" is
+            enforced by verify.changed (rejections are counted).
+--timing N: N files re-checked as a plain quick check and as a quick check plus repairs of one diagnosis,
+alternating, on the same warm worker: the time ratio (issue 30: <= 1.5).
+Writes bench/results/repairs.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.api import check_file, write_json_atomic  # noqa: E402
+from harness.repair.run import repair_check  # noqa: E402
+from harness.runner import Limits  # noqa: E402
+
+CORPUS = ROOT / "tests" / "corpus"
+LIM = Limits(cores=2, warm=True)
+
+
+def mutant_files(tmp: Path) -> list[dict]:
+    from mutants.registry import MUTANTS
+    out = []
+    for m in MUTANTS:
+        if m.assignment not in ("reversal", "block"):
+            continue
+        f = tmp / f"{m.id}.py"
+        f.write_text(m.source())
+        out.append({"set": "mutants", "file": str(f), "name": m.id, "assignment": m.assignment, "cause": m.cause,
+                    "acceptable": [m.cause], "lines": None})
+    return out
+
+
+def corpus_files() -> list[dict]:
+    out = []
+    for a in ("reversal", "block"):
+        doc = json.loads((CORPUS / a / "manifest.json").read_text())
+        for e in doc["entries"]:
+            if not e["file"].endswith(".py"):
+                continue
+            out.append({"set": "corpus" if e["kind"] == "bug" else "correct", "file": str(CORPUS / a / e["file"]),
+                        "name": e["file"], "assignment": a, "cause": e.get("catalogue_cause"),
+                        "acceptable": e.get("acceptable_causes") or [], "lines": e.get("lines")})
+    return out
+
+
+def one(e: dict) -> dict:
+    t = time.monotonic()
+    r = check_file(e["file"], assignment=e["assignment"], quick=True, limits=LIM)
+    check_s = time.monotonic() - t
+    t = time.monotonic()
+    repair_check(r, e["file"], limits=LIM)
+    row = {k: e[k] for k in ("set", "name", "cause", "lines")}
+    row.update(check_s=round(check_s, 2), repair_s=round(time.monotonic() - t, 2), diagnoses=[
+        {"id": d["id"], "confidence": d["confidence"], "line": (d.get("location") or {}).get("line"),
+         "repair": {k: v for k, v in (d.get("repair") or {}).items() if k != "diff"} if d.get("repair") else None,
+         "diff": (d.get("repair") or {}).get("diff")} for d in r["diagnoses"]])
+    acceptable = set(e["acceptable"]) | ({e["cause"]} if e["cause"] else set())
+    located = [d for d in row["diagnoses"] if d["id"] in acceptable and d["line"]]
+    row["located_catalogue"] = bool(located) and e["cause"] is not None
+    row["verified_catalogue"] = any((d["repair"] or {}).get("verified") for d in located)
+    search = [d for d in row["diagnoses"] if (d["repair"] or {}).get("verified") and d["repair"]["found_by"] == "search"]
+    row["verified_search"] = bool(search)
+    lines = e["lines"] or []
+    row["search_on_line"] = any(abs(d["repair"]["line"] - ln) <= 1 for d in search for ln in lines)
+    row["verified_any"] = sum(1 for d in row["diagnoses"] if (d["repair"] or {}).get("verified"))
+    return row
+
+
+def timing(files: list[dict], n: int) -> dict:
+    """Plain quick check vs quick check + repairs of one diagnosis, alternating on the same warm pool."""
+    plain, with_repair = [], []
+    for e in files[:n]:
+        for mode in ("plain", "repair", "plain", "repair"):
+            t = time.monotonic()
+            r = check_file(e["file"], assignment=e["assignment"], quick=True, limits=LIM)
+            if mode == "repair":
+                repair_check(r, e["file"], limits=LIM, max_diagnoses=1)
+            (plain if mode == "plain" else with_repair).append(time.monotonic() - t)
+    p, q = sum(plain) / len(plain), sum(with_repair) / len(with_repair)
+    return {"files": [e["name"] for e in files[:n]], "plain_s": round(p, 2), "with_repair_s": round(q, 2),
+            "ratio": round(q / p, 2)}
+
+
+def rate(rows, key, among) -> str:
+    pool = [r for r in rows if among(r)]
+    k = sum(1 for r in pool if r[key])
+    return f"{k}/{len(pool)}" + (f" = {100 * k / len(pool):.0f}%" if pool else "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", default="mutants,corpus,correct")
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--timing", type=int, default=0)
+    ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "repairs.json"))
+    ap.add_argument("--summarize", nargs="*", default=None, help="only summarize these result files together")
+    a = ap.parse_args()
+    if a.summarize:
+        rows = [r for f in a.summarize for r in json.loads(Path(f).read_text())["rows"]]
+        print(json.dumps(summarize(rows), indent=1))
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-repairs-"))
+    files = [e for e in mutant_files(tmp) + corpus_files() if e["set"] in a.set.split(",")
+             and (not a.only or any(o in e["name"] for o in a.only.split(",")))][:a.limit]
+    files = [e for e in files if e["set"] != "corpus" or e["cause"] or len(e["lines"] or []) == 1]   # in a metric
+    files.sort(key=lambda e: e["cause"] is None)    # catalogue bugs first: the slow machine may stop a run early
+    rows = []
+    for e in ([] if a.timing_only else files):
+        row = one(e)
+        rows.append(row)
+        write_json_atomic({"rows": rows, "partial": True}, a.out)
+        top = row["diagnoses"][0] if row["diagnoses"] else {}
+        print(f"{row['set']:8} {row['name'][:40]:40} check {row['check_s']:5.1f}s repair {row['repair_s']:5.1f}s "
+              f"{top.get('id', '-')}:{top.get('line')} {json.dumps((top.get('repair') or {}).get('verified'))} "
+              f"{(top.get('repair') or {}).get('label', '')}", flush=True)
+    out = {"rows": rows, "summary": summarize(rows)}
+    if a.timing:
+        out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing)
+    print(json.dumps(out["summary"], indent=1))
+    if a.timing:
+        print(json.dumps(out["timing"]))
+    write_json_atomic(out, a.out)
+
+
+def summarize(rows) -> dict:
+    return {
+        "mutants_verified_of_located": rate(rows, "verified_catalogue", lambda r: r["set"] == "mutants" and r["located_catalogue"]),
+        "corpus_catalogue_verified_of_located": rate(rows, "verified_catalogue",
+                                                     lambda r: r["set"] == "corpus" and r["located_catalogue"]),
+        "corpus_catalogue_verified_of_all": rate(rows, "verified_catalogue",
+                                                 lambda r: r["set"] == "corpus" and r["cause"] is not None),
+        "offcatalogue_single_line_search_verified": rate(
+            rows, "verified_search", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
+        "offcatalogue_single_line_search_on_bug_line": rate(
+            rows, "search_on_line", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
+        "correct_files_with_verified_repairs": sum(1 for r in rows if r["set"] == "correct" and r["verified_any"]),
+        "correct_files": sum(1 for r in rows if r["set"] == "correct"),
+        "verified_with_a_pass_to_skip": sum(1 for r in rows for d in r["diagnoses"]
+                                            if (d["repair"] or {}).get("unmeasured")),
+    }
+
+
+if __name__ == "__main__":
+    main()

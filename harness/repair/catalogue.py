@@ -1,0 +1,55 @@
+"""Which edits each catalogued cause expects at its line, in the order they are tried.
+
+A cause absent here has no usual source fix at one line (a missing scheduler step, a learning rate, an
+output layer's init): its diagnosis gets no repair. The generic search (first-divergence repairs for
+failures outside the catalogue) tries SEARCH at the line where the property first breaks.
+"""
+from __future__ import annotations
+
+BY_CAUSE: dict[str, tuple[str, ...]] = {
+    "softmax-wrong-dim": ("softmax-axis",),
+    "causal-mask-inverted": ("triangle", "polarity", "diagonal"),
+    "causal-mask-off-by-one": ("diagonal", "triangle"),
+    "causal-diagonal-masked": ("diagonal", "triangle"),
+    "padding-mask-inverted": ("polarity",),
+    "causal-mask-missing": ("unused-mask",),
+    "padding-mask-missing": ("unused-mask",),
+    "missing-sqrt-dk": ("scale",),
+    "inf-mask-nan": ("finite-minimum",),
+    "heads-split-wrong": ("transpose",),
+    "view-not-contiguous": ("contiguous", "transpose"),
+    "cross-attention-swapped": ("swap",),
+    "source-ignored": ("unused-input", "swap"),
+    "target-not-shifted": ("shift",),
+    "pad-not-ignored": ("ignore-pad",),
+    "positional-encoding-trainable": ("buffer",),
+    "stale-mask": ("per-step",),
+    "positional-max-len": ("unused-input",),
+    "encoder-in-decode-loop": ("hoist",),
+    "no-gradient-flow": ("detach", "no-grad"),
+    "dropout-at-inference": ("flag",),
+    "data-digits-missing": ("bound",),
+    "learning-rate-too-low": ("learning-rate",),
+    "data-not-reversed": ("reverse",),
+    "positional-encoding-formula": ("bound",),
+    "bad-output-init": ("unscale", "drop"),
+    "missing-residual": ("residual",),
+    "decode-stops-early": ("all-rows",),
+}
+
+# first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few
+# value edits that apply to any attention op
+SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
+          "bound", "finite-minimum", "scale", "flag")
+# diagnoses that name no cause: their line is where the property first broke, searched generically
+SEARCHED = ("unexplained-failure",)
+# never repaired: not a bug of the code's behaviour at a line (the grader, limits, integrity, an interface note)
+NEVER = ("grader-fault", "timeout", "memory-limit", "crashed", "contract-deviation", "tampering",
+         "forbidden-operation")
+
+
+def kinds_for(cause_id: str) -> tuple[str, ...] | None:
+    """The edit kinds to try for this diagnosis, or None when it has no repair at one line."""
+    if cause_id in SEARCHED:
+        return SEARCH
+    return BY_CAUSE.get(cause_id)

@@ -1,0 +1,77 @@
+"""Run the repairs of one checked submission through the normal check path (api.check_file).
+
+Each candidate is written into a fresh private folder under the submission's own name and checked like any
+submission: the same sandbox, limits and seed, in a fork of the check daemon's warm worker when the check
+used the daemon, else of a warm worker of this process (warm.py): no candidate pays a new interpreter.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from ..api import check_file
+from ..runner import Limits
+from . import edit, verify
+
+
+def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = None, daemon: bool = False,
+                 say=None, max_diagnoses: int = verify.MAX_DIAGNOSES) -> dict | None:
+    """Add `repair` to the result's diagnoses (in place); the run's timing, or None when nothing applies (a
+    notebook, a repository, a file that did not load)."""
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".py" or not result.get("checks") or not result.get("diagnoses"):
+        return None
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lim = limits or Limits()
+    daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
+    with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
+        copy = Path(tmp) / path.name
+
+        def recheck(code: str, only: str, extra: str) -> dict:
+            copy.write_text(code, encoding="utf-8")
+            run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon)
+            r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
+                           limits=run_lim, daemon=daemon and not run_lim.warm, say=say)
+            out = {}
+            for c in r.get("checks", []):
+                out.setdefault(c["id"], c)
+            return out
+        stats = verify.repair(result, source, path.name, recheck, max_diagnoses)
+    result.setdefault("timings", {})["repair_s"] = stats["repair_s"]
+    return stats
+
+
+def _daemon_up() -> bool:
+    """This harness's check daemon is running (a check through it would not fall back to a cold run)."""
+    try:
+        from .. import daemon as check_daemon
+        return any(d.get("key") == check_daemon.key() for d in check_daemon.ask("status"))
+    except Exception:      # noqa: BLE001 - unknown: use this process's warm workers
+        return False
+
+
+def patched_text(source: str, repair: dict) -> str | None:
+    """The file with a verified repair applied again (the edits are deterministic): for `check --fix`. The
+    same edit is found by its diff, else (the text already carries another repair) by its label."""
+    if not repair or not repair.get("verified"):
+        return None
+    body = [ln for ln in (repair.get("diff") or "").splitlines() if not ln.startswith(("---", "+++"))]
+    found = [c for c in edit.candidates(source, repair["line"], (repair["kind"],)) if c.label == repair["label"]]
+    for c in found:
+        if [ln for ln in verify.diff(source, c.code, "x").splitlines() if not ln.startswith(("---", "+++"))] == body:
+            return c.code
+    return found[0].code if len(found) == 1 else None
+
+
+def fixed_path(path) -> Path:
+    """Where --fix writes: beside the file, never over it (model.py -> model.fixed.py, then .fixed2 ...)."""
+    path = Path(path)
+    for n in range(1, 100):
+        p = path.with_name(f"{path.stem}.fixed{'' if n == 1 else n}{path.suffix}")
+        if not p.exists():
+            return p
+    raise FileExistsError(f"too many fixed copies of {path} already")

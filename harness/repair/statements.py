@@ -1,0 +1,187 @@
+"""Statement-level edits at the diagnosed line: where a statement runs, not what it computes.
+
+A mask built once before the decode loop is rebuilt at each step; work repeated in a loop moves before it;
+`with torch.no_grad():` or `@torch.no_grad()` that cuts the gradient goes; a positional table made an
+nn.Parameter becomes a buffer. Each edit is (kind, label, make) where make() gives the patched file's text.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _block_of(col, stmt):
+    """(owner, index) of the block holding `stmt` (an IndentedBlock or the Module)."""
+    for node, _, _ in col.nodes:
+        body = getattr(node, "body", None)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)) and isinstance(body, (list, tuple)):
+            for i, st in enumerate(body):
+                if st is stmt:
+                    return node, i
+    return None, None
+
+
+def _loop_holding(col, block):
+    for node, _, _ in col.nodes:
+        if isinstance(node, (cst.For, cst.While)) and node.body is block:
+            return node
+    return None
+
+
+def _with_body(block, i, body):
+    return block.with_changes(body=list(block.body[:i]) + list(body) + list(block.body[i + 1:]))
+
+
+def edits(module: cst.Module, col, a: int, b: int):
+    out = []
+    stmt = next((n for n, s, e in col.stmts if s == a and e == b), None)
+    if stmt is not None:
+        block, i = _block_of(col, stmt)
+        if block is not None:
+            nxt = next((s for s in block.body[i + 1:] if isinstance(s, (cst.For, cst.While))), None)
+            if nxt is not None and isinstance(stmt.body[0], cst.Assign):
+                inner = nxt.body.with_changes(body=[stmt] + list(nxt.body.body))
+                out.append(("per-step", "built again at every step of the loop that follows",
+                            lambda n=nxt, x=inner: module.deep_replace(n, n.with_changes(body=x)).code))
+            loop = _loop_holding(col, block)
+            if loop is not None and isinstance(stmt.body[0], cst.Assign):
+                out.append(("hoist", "computed once, before the loop", lambda l=loop, blk=block, j=i: _hoist(
+                    module, col, l, blk, j)))
+        guard = next((n for n, _, _ in col.nodes if isinstance(n, cst.If) and n.body is block and n.orelse is None
+                      and _caches(n.test)), None) if block is not None else None
+        if guard is not None:     # `if self.m is None: self.m = ...`: made once, kept for every later input
+            outer, k = _block_of(col, guard)
+            if outer is not None:
+                out.append(("per-step", "computed at every call instead of once and cached",
+                            lambda o=outer, j=k, g=guard: module.deep_replace(o, _with_body(o, j, g.body.body)).code))
+        out += unused(module, col, a, stmt)
+        body = stmt.body[0]
+        if isinstance(body, cst.Assign) and isinstance(body.targets[0].target, cst.Subscript) and \
+                isinstance(body.value, cst.Name):      # tgt[i, 1:L + 1] = seq: the sequence written forwards
+            rev = stmt.with_changes(body=[body.with_changes(value=cst.parse_expression(f"{body.value.value}.flip(0)"))])
+            out.append(("reverse", f"{body.value.value}.flip(0): the sequence reversed",
+                        lambda st=stmt, r=rev: module.deep_replace(st, r).code))
+        if isinstance(body, cst.Expr) and isinstance(body.value, cst.Call) and block is not None and \
+                len(block.body) > 1 and ".init." in _code(body.value.func):     # an init that undoes the default
+            out.append(("drop", f"without {_code(body.value.func)}(...)",
+                        lambda bl=block, j=i: module.deep_replace(bl, _with_body(bl, j, [])).code))
+        res = _residual(body)
+        if res is not None:
+            out.append(("residual", f"the residual {_code(body.targets[0].target)} + added back",
+                        lambda b0=body, r=res: module.deep_replace(b0, r).code))
+        param = _parameter_to_buffer(stmt)
+        if param is not None:
+            out.append(("buffer", "registered as a buffer, not a trained Parameter",
+                        lambda s=stmt, p=param: module.deep_replace(s, p).code))
+    for node, s, e in col.nodes:
+        if isinstance(node, cst.With) and s == a and _no_grad(node.items[0].item) and len(node.items) == 1:
+            blk, j = _block_of(col, node)
+            if blk is not None:
+                out.append(("no-grad", "without the torch.no_grad() block around it",
+                            lambda bl=blk, k=j, w=node: module.deep_replace(bl, _with_body(bl, k, w.body.body)).code))
+        if isinstance(node, cst.FunctionDef):
+            for dec in node.decorators:
+                if _no_grad(dec.decorator) and any(d is dec and ds == a for d, ds, _ in col.nodes):
+                    rest = [d for d in node.decorators if d is not dec]
+                    out.append(("no-grad", "without the @torch.no_grad() decorator",
+                                lambda f=node, r=rest: module.deep_replace(f, f.with_changes(decorators=r)).code))
+    return out
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self):
+        self.count = {}
+
+    def visit_Name(self, node):
+        self.count[node.value] = self.count.get(node.value, 0) + 1
+
+
+def unused(module: cst.Module, col, line: int, stmt) -> list:
+    """A mask made and never used: `return pad` -> `return pad & causal`, `f(x)` -> `f(x, causal=causal)`
+    (a parameter of the enclosing function that nothing reads)."""
+    fn = min((f for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
+             key=lambda f: len(_code(f)), default=None)
+    if fn is None or stmt is None:
+        return []
+    v = _Names()
+    fn.visit(v)
+    params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
+    from .inputs import _assigned
+    idle = [n for n, k in v.count.items() if k == 1 and n != fn.name.value and ("mask" in n.lower() or n in (
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and n != "self" and (n in params or _assigned(fn, n))]
+    out = []
+    body = stmt.body[0]
+    for n in idle:
+        if isinstance(body, cst.Return) and body.value is not None and n not in params:
+            new = body.with_changes(value=cst.parse_expression(f"{_code(body.value)} & {n}"))
+            out.append(("unused-mask", f"combined with {n}, which was built and never used",
+                        lambda b=body, x=new: module.deep_replace(b, x).code))
+        if n in params:
+            calls = sorted(((c, s, e) for c, s, e in col.nodes if isinstance(c, cst.Call)), key=lambda t: len(_code(t[0])))
+            for call, s, e in calls:       # the innermost call first: the one the parameter was meant for
+                if s >= line and e <= line + len(_code(stmt).splitlines()) and \
+                        isinstance(call.func, cst.Attribute) and not any(
+                        a.keyword and a.keyword.value == n for a in call.args):
+                    args = list(call.args)
+                    if args:
+                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    args.append(cst.Arg(keyword=cst.Name(n), value=cst.Name(n), equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+                    out.append(("unused-mask", f"{n}={n} passed on (a parameter nothing used)",
+                                lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
+    return out
+
+
+def _caches(test) -> bool:
+    """`x is None`, `not hasattr(...)`, `x is None or ...`: a guard that makes something once."""
+    text = _code(test).replace(" ", "")
+    return text.endswith("isNone") or text.startswith("nothasattr(") or "isNoneor" in text
+
+
+def _no_grad(expr) -> bool:
+    text = _code(expr).replace(" ", "")
+    return text in ("torch.no_grad()", "no_grad()", "torch.inference_mode()", "torch.no_grad")
+
+
+def _hoist(module, col, loop, block, i):
+    stmt = block.body[i]
+    outer, k = _block_of(col, loop)
+    if outer is None:
+        raise ValueError("the loop is not in a block")
+    inner = block.with_changes(body=list(block.body[:i]) + list(block.body[i + 1:]))
+    if not inner.body:
+        raise ValueError("the loop would be empty")
+    new_loop = loop.with_changes(body=inner)
+    new_outer = outer.with_changes(body=list(outer.body[:k]) + [stmt, new_loop] + list(outer.body[k + 1:]))
+    return module.deep_replace(outer, new_outer).code
+
+
+def _parameter_to_buffer(stmt):
+    """self.pe = nn.Parameter(x[, requires_grad=...]) -> self.register_buffer('pe', x)."""
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign) or len(stmt.body[0].targets) != 1:
+        return None
+    asg = stmt.body[0]
+    t, v = asg.targets[0].target, asg.value
+    if not (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"):
+        return None
+    if not (isinstance(v, cst.Call) and _code(v.func) in ("nn.Parameter", "torch.nn.Parameter", "Parameter")
+            and v.args and v.args[0].keyword is None):
+        return None
+    call = cst.parse_expression(f"self.register_buffer({t.attr.value!r}, {_code(v.args[0].value)})")
+    return stmt.with_changes(body=[cst.Expr(call)])
+
+
+def _residual(body):
+    """x = self.norm(sublayer(...)) -> x = self.norm(x + sublayer(...)): the residual connection dropped."""
+    if not (isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name)
+            and isinstance(body.value, cst.Call) and len(body.value.args) == 1 and body.value.args[0].keyword is None):
+        return None
+    arg = body.value.args[0]
+    if isinstance(arg.value, cst.BinaryOperation) or not isinstance(arg.value, cst.Call):
+        return None
+    x = body.targets[0].target.value
+    new = cst.parse_expression(f"{x} + {_code(arg.value)}")
+    return body.with_changes(value=body.value.with_changes(args=[arg.with_changes(value=new)]))

@@ -1,0 +1,201 @@
+"""A diagnosis proven by its repair: apply each candidate edit to a copy, re-check it, keep the one that repairs.
+
+`recheck(code, only, extra)` runs the normal check path (same sandbox, limits, warm worker) on a copy of the
+submission holding `code`: `only` = just these probes, else the quick suite plus `extra`. A candidate is
+*verified* when every failed check the diagnosis cites now passes and no passing re-run check fails or errs
+(other failures that went are listed as also_fixed; a pass that cannot measure the patched model, pass ->
+skip, as unmeasured). Two stages keep it cheap: the cited
+checks' probes alone first (most edits fail there, in well under a second), then the quick suite for the
+edit that passed them; the first candidate, usually the repair, goes to the quick suite at once.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import time
+
+from ..checks import DECLARED
+from . import catalogue, edit
+
+PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
+FAILED = ("fail", "error")
+_CITED = re.compile(r"^(?:also explains |also (?:unreliable[^:]*: )?)?([a-z0-9][a-z0-9-]*): ")
+MAX_DIAGNOSES = 3          # repairs are tried for the first few problem diagnoses (ranked)
+MAX_TRIES = {"catalogue": 6, "search": 8}
+
+
+def cited(diagnosis: dict, before: dict) -> list[str]:
+    """The failed checks a diagnosis names in its evidence, in order."""
+    out = []
+    for line in diagnosis.get("evidence", []):
+        m = _CITED.match(line)
+        if m and before.get(m.group(1), {}).get("status") in FAILED and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def _probes(ids) -> list[str]:
+    return sorted({PROBE_OF.get(i, i) for i in ids})
+
+
+def _passes(after: dict, targets: list[str]) -> bool:
+    """Every target check passes; a target reported under another id now (a probe's error check became its
+    checks) counts by its probe: all of that probe's checks pass."""
+    for t in targets:
+        if t in after:
+            if after[t]["status"] != "pass":
+                return False
+        else:
+            mine = [c for i, c in after.items() if PROBE_OF.get(i, i) == PROBE_OF.get(t, t)]
+            if not mine or any(c["status"] != "pass" for c in mine):
+                return False
+    return True
+
+
+def changed(before: dict, after: dict, targets: list[str], others_cited: set) -> list[str]:
+    """Re-run checks whose status moved for the worse: a pass that fails or errs, a failure that changed kind.
+    (`others_cited`, the checks other diagnoses name, is kept for callers; a failure that goes is no harm.)"""
+    rerun = {PROBE_OF.get(i, i) for i in after}
+    out = []
+    for i in sorted(set(before) | set(after)):
+        if i in targets or PROBE_OF.get(i, i) not in rerun:
+            continue
+        b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
+        if b == a or (b in FAILED and a in ("pass", "skip")):   # a failure more went (listed as also_fixed)
+            continue
+        if {b, a} <= {"pass", "skip"} or (b == "info" and a in ("pass", "skip")):   # a note that went; a
+            continue                       # measurement possible on one model only (listed): never a failure
+        if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED:
+            continue
+        out.append(f"{i}: {b} -> {a}")
+    return out
+
+
+def number(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return "0" if v == 0 else f"{v:.4g}"
+    if isinstance(v, (int, str)):
+        return str(v)[:60]
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {number(x)}" for k, x in list(v.items())[:4]) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(number(x) for x in v[:6]) + "]"
+    return str(v)[:60]
+
+
+def change(check_id: str, b, a) -> str:
+    """`causal-leak: 0.2227 -> 0`; for measurements that are records, the fields that moved."""
+    if isinstance(b, dict) and isinstance(a, dict):
+        moved = [f"{k} {number(b[k])} -> {number(a.get(k))}" for k in b if b[k] != a.get(k)][:3]
+        if moved:
+            return f"{check_id}: " + ", ".join(moved)
+    return f"{check_id}: {number(b)} -> {number(a)}"
+
+
+def diff(source: str, code: str, name: str) -> str:
+    return "".join(difflib.unified_diff(source.splitlines(True), code.splitlines(True), f"a/{name}", f"b/{name}",
+                                        n=1))
+
+
+def search_lines(d: dict, before: dict, targets: list[str]) -> list[int]:
+    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line."""
+    out = []
+    for t in targets:
+        div = ((before.get(t) or {}).get("data") or {}).get("divergence")
+        if isinstance(div, dict) and isinstance(div.get("line"), int) and div["line"] not in out:
+            out.append(div["line"])
+    line = (d.get("location") or {}).get("line")
+    if isinstance(line, int) and line not in out:
+        out.append(line)
+    return out[:2]
+
+
+def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected):
+    """The first candidate that verifies, as a `repair`; None when none does (tried/rejected are filled)."""
+    only = extra = ",".join(_probes(targets))
+    for c in cands:
+        tried.append(c.code)
+        # the first candidate (the cause's usual fix, which mostly repairs) goes straight to the whole suite;
+        # later ones pass the cited checks' probes alone first
+        if len(tried) > 1 and not _passes(recheck(c.code, only, ""), targets):
+            continue
+        full = recheck(c.code, "", extra)
+        moved = changed(before, full, targets, others_cited)
+        if not _passes(full, targets) or moved:
+            rejected.append({"label": c.label, "changed": moved})
+            continue
+        return {"verified": True, "found_by": found_by, "kind": c.kind, "label": c.label, "line": c.line,
+                "diff": diff(source, c.code, name),
+                "before": {t: before[t].get("measured") for t in targets},
+                "after": {t: (full.get(t) or {}).get("measured") for t in targets},
+                "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
+                "also_fixed": sorted(i for i, c in before.items() if c["status"] in FAILED and i not in targets
+                                     and (full.get(i) or {}).get("status") in ("pass", "skip")),
+                "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and
+                                     (before.get(i) or {}).get("status") == "pass"),
+                "tried": len(tried)}
+    return None
+
+
+def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck) -> dict | None:
+    """The `repair` of one diagnosis: the cause's usual edits at its line, then (none verified, or a failure
+    outside the catalogue) the generic search where the property first broke. None: no edit to try."""
+    targets = cited(d, before)
+    if not targets or d["id"] in catalogue.NEVER:
+        return None
+    tried, rejected, usual = [], [], 0
+    kinds = catalogue.BY_CAUSE.get(d["id"])
+    line = (d.get("location") or {}).get("line")
+    if kinds and isinstance(line, int):
+        cands = sorted(edit.candidates(source, line, kinds), key=lambda c: kinds.index(c.kind))
+        r = _verify(cands[:MAX_TRIES["catalogue"]], source, name, before, targets, others_cited, recheck,
+                    "catalogue", tried, rejected)
+        usual = len(tried)
+        if r is not None:
+            return r
+    if d["id"] in catalogue.SEARCHED or usual or kinds is None:
+        seen = set(tried)
+        cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
+                 if c.code not in seen]
+        r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
+                    tried, rejected)
+        if r is not None:
+            return dict(r, usual_tried=usual)
+    if not tried:
+        return None
+    return {"verified": False, "found_by": "catalogue" if usual else "search", "tried": len(tried),
+            "usual_tried": usual, "diff": None, "before": None, "after": None, "rejected": rejected[:3]}
+
+
+def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES) -> dict:
+    """Give the first problem diagnoses a `repair` (in place); adjust confidence and order. Returns timings."""
+    t0 = time.monotonic()
+    before = {c["id"]: c for c in result.get("checks", [])}
+    diags = [d for d in result.get("diagnoses", []) if d.get("severity", "problem") != "info"]
+    every = {d["id"]: set(cited(d, before)) for d in diags}
+    n = 0
+    for d in diags:
+        if n >= max_diagnoses:
+            break
+        others = set().union(*[v for k, v in every.items() if k != d["id"]]) if len(every) > 1 else set()
+        r = try_one(d, source, name, before, others, recheck)
+        if r is None:
+            continue
+        n += 1
+        d["repair"] = r
+        if r["verified"] and r["found_by"] == "catalogue":
+            d["confidence"] = max(d["confidence"], 0.95)
+            d["evidence"].append("repair verified: " + "; ".join(r["changes"]) + f" after {r['label']} at line "
+                                 f"{r['line']}, every other check unchanged")
+            continue
+        if r.get("usual_tried"):
+            d["confidence"] = round(d["confidence"] * 0.75, 2)
+            d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['usual_tried']} "
+                                 f"edits of line {(d.get('location') or {}).get('line')} tried)")
+        if r["verified"]:
+            d["evidence"].append(f"a repair found by search at line {r['line']} (a suggestion): {r['label']} (" +
+                                 "; ".join(r["changes"]) + ", every other check unchanged)")
+    result["diagnoses"].sort(key=lambda d: (not (d.get("repair") or {}).get("verified"), -d["confidence"]))
+    return {"repair_s": round(time.monotonic() - t0, 3), "repaired": n}

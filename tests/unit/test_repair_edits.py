@@ -1,0 +1,211 @@
+"""The repair edits (harness/repair): each small edit on a short snippet changes exactly the intended text,
+keeps every other character (comments, spacing) and gives valid Python; nothing here runs the code."""
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from harness.repair import catalogue, edit, show, verify
+from harness.repair.run import fixed_path, patched_text
+
+
+def changed_lines(src: str, code: str) -> list[tuple[str, str]]:
+    a, b = src.splitlines(), code.splitlines()
+    sm = difflib.SequenceMatcher(a=a, b=b)
+    return [("\n".join(a[i1:i2]), "\n".join(b[j1:j2])) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
+
+
+def only(src, line, kind, label=None):
+    found = [c for c in edit.candidates(src, line, (kind,)) if label is None or label in c.label]
+    assert found, [c.label for c in edit.candidates(src, line)]
+    return found
+
+
+def test_softmax_axis_keeps_the_comment():
+    src = "import torch\ndef f(s):\n    a = torch.softmax(s, dim=-2)  # over the keys\n    return a\n"
+    (c,) = only(src, 3, "softmax-axis")
+    assert changed_lines(src, c.code) == [("    a = torch.softmax(s, dim=-2)  # over the keys",
+                                           "    a = torch.softmax(s, dim=-1)  # over the keys")]
+
+
+def test_softmax_method_and_positional_dim():
+    src = "def f(s, F):\n    return F.softmax(s, 2), s.softmax(0)\n"
+    codes = [c.code for c in edit.candidates(src, 2, ("softmax-axis",))]
+    assert "F.softmax(s, -1), s.softmax(0)" in codes[0] and "F.softmax(s, 2), s.softmax(-1)" in codes[1]
+
+
+def test_triangle_swaps_and_moves_the_diagonal_on_a_multi_line_call():
+    src = ("def m(T):\n    fut = torch.triu(\n        torch.ones(T, T),   # all\n        diagonal=1)\n"
+           "    return fut\n")
+    labels = {c.label: c.code for c in edit.candidates(src, 4)}
+    assert "torch.tril(\n        torch.ones(T, T),   # all\n        diagonal=1)" in labels["torch.tril instead of torch.triu"]
+    assert "diagonal=0)" in labels["diagonal=0 instead of 1"]
+    assert "torch.tril(\n        torch.ones(T, T),   # all\n        diagonal=-1)" in \
+        labels["torch.tril(diagonal=-1) instead of torch.triu(diagonal=1)"]
+
+
+def test_triangle_without_diagonal_offers_one():
+    src = "def m(x):\n    return torch.triu(torch.ones(3, 3, dtype=torch.bool))\n"
+    codes = [c.code for c in edit.candidates(src, 2, ("diagonal",))]
+    assert any("torch.triu(torch.ones(3, 3, dtype=torch.bool), diagonal=1)" in c for c in codes)
+
+
+def test_polarity_flips_comparison_and_drops_invert():
+    src = "def p(x, pad):\n    return (x == pad).unsqueeze(1)\n\ndef q(s, m):\n    return s.masked_fill(~m, -1e9)\n"
+    (c,) = only(src, 2, "polarity")
+    assert "(x != pad).unsqueeze(1)" in c.code
+    assert any("s.masked_fill(m, -1e9)" in c.code for c in only(src, 5, "polarity"))
+
+
+def test_finite_minimum_for_every_spelling_of_minus_inf():
+    for spelled in ("float('-inf')", 'float("-inf")', "-float('inf')", "-math.inf", "-torch.inf"):
+        src = f"def f(s, m):\n    return s.masked_fill(m, {spelled})\n"
+        (c,) = only(src, 2, "finite-minimum")
+        assert "s.masked_fill(m, -1e9)" in c.code
+
+
+def test_scale_added_to_matmul_and_einsum_and_star_made_slash():
+    src = ("def a(Q, K, q, k):\n    s = Q @ K.transpose(-2, -1)\n    t = torch.einsum('bqd,bkd->bqk', q, k)\n"
+           "    u = (q @ k.transpose(-2, -1)) * math.sqrt(q.size(-1))\n")
+    assert "s = (Q @ K.transpose(-2, -1)) / Q.size(-1) ** 0.5" in only(src, 2, "scale")[0].code
+    assert "t = torch.einsum('bqd,bkd->bqk', q, k) / q.size(-1) ** 0.5" in only(src, 3, "scale")[0].code
+    assert any("u = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))" in c.code for c in only(src, 4, "scale"))
+
+
+def test_heads_merge_gets_a_transpose_and_split_is_viewed_then_transposed():
+    src = "def m(o, x, B, T, h, d):\n    y = o.reshape(B, T, h * d)\n    z = x.view(B, h, T, d)\n"
+    assert any("y = o.transpose(1, 2).reshape(B, T, h * d)" in c.code for c in only(src, 2, "transpose"))
+    assert any("z = x.view(B, T, h, d).transpose(1, 2)" in c.code for c in only(src, 3, "transpose"))
+
+
+def test_shift_and_sibling_name():
+    src = "def t(tgt, model, src):\n    a, b = tgt[:, :-1], tgt[:, :-1]\n    return model(src, b)\n"
+    codes = [c.code for c in only(src, 2, "shift")]
+    assert any("a, b = tgt[:, :-1], tgt[:, 1:]" in c for c in codes)
+    assert any("return model(src, a)" in c.code for c in only(src, 3, "shift"))
+
+
+def test_statement_edits_per_step_hoist_buffer_no_grad():
+    src = ("def g(model, ys, src):\n    mask = make(ys)   # once\n    for _ in range(5):\n        ys = step(ys, mask)\n"
+           "    return ys\n\ndef h(model, src):\n    for _ in range(5):\n        mem = model.encode(src)\n"
+           "        y = model.decode(mem)\n    return y\n")
+    (c,) = only(src, 2, "per-step")
+    assert "    for _ in range(5):\n        mask = make(ys)   # once\n        ys = step(ys, mask)" in c.code
+    (c,) = only(src, 9, "hoist")
+    assert "    mem = model.encode(src)\n    for _ in range(5):\n        y = model.decode(mem)" in c.code
+    src2 = "class P:\n    def __init__(self, pe):\n        self.pe = nn.Parameter(pe.unsqueeze(0))\n"
+    assert "self.register_buffer('pe', pe.unsqueeze(0))" in only(src2, 3, "buffer")[0].code
+    src3 = "def f(self, x):\n    with torch.no_grad():\n        m = self.enc(x)\n    return m\n"
+    assert "def f(self, x):\n    m = self.enc(x)\n    return m\n" == only(src3, 2, "no-grad")[0].code
+
+
+def test_unused_mask_is_used():
+    src = "def tm(x):\n    p = (x != 0)\n    causal = torch.tril(x)\n    return p\n"
+    assert "return p & causal" in only(src, 4, "unused-mask")[0].code
+
+
+def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
+    src = "def f(s):\n    a = torch.softmax(s, dim=-2)\n    b = 1\n"
+    assert edit.candidates(src, 3) == []
+    assert edit.candidates("def f(:\n", 1) == []
+
+
+def test_catalogue_kinds_exist_in_the_editors():
+    src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
+                 "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap"}
+    for cause, kinds in catalogue.BY_CAUSE.items():
+        assert set(kinds) <= src_kinds, cause
+    assert set(catalogue.SEARCH) <= src_kinds
+
+
+def _check(i, status, measured=None):
+    return {"id": i, "status": status, "measured": measured}
+
+
+def test_verification_rules():
+    before = {"causal-leak": _check("causal-leak", "fail", 1.6), "shapes": _check("shapes", "pass"),
+              "decode-consistency": _check("decode-consistency", "fail", 0.7)}
+    d = {"id": "causal-mask-inverted", "evidence": ["causal-leak: measured 1.6, expected 0",
+                                                    "also explains decode-consistency: measured 0.7"]}
+    assert verify.cited(d, before) == ["causal-leak", "decode-consistency"]
+    good = {"causal-leak": _check("causal-leak", "pass", 0.0), "shapes": _check("shapes", "pass"),
+            "decode-consistency": _check("decode-consistency", "pass", 0.0)}
+    assert verify._passes(good, ["causal-leak"]) and verify.changed(before, good, ["causal-leak"], set()) == []
+    assert verify.changed(before, dict(good, shapes=_check("shapes", "skip")), ["causal-leak"], set()) == []
+    broke = dict(good, shapes=_check("shapes", "fail"))
+    assert verify.changed(before, broke, ["causal-leak"], set()) == ["shapes: pass -> fail"]
+    # a failure more that goes is no regression (the repair lists it as also_fixed)
+    assert verify.changed(before, good, ["causal-leak"], {"decode-consistency"}) == []
+    assert verify.changed(before, dict(good, **{"decode-consistency": _check("decode-consistency", "error")}),
+                          ["causal-leak"], set()) == ["decode-consistency: fail -> error"]
+
+
+def test_repair_flow_with_a_fake_recheck_verifies_and_orders():
+    src = "import torch\ndef att(s):\n    return torch.softmax(s, dim=-2)\n"
+    result = {"checks": [_check("attn-rows-sum", "fail", 0.9), _check("shapes", "pass")], "diagnoses": [
+        {"id": "unexplained-failure", "confidence": 0.45, "evidence": ["shapes: x"], "location": None},
+        {"id": "softmax-wrong-dim", "confidence": 0.6, "evidence": ["attn-rows-sum: measured 0.9"],
+         "location": {"file": "f.py", "line": 3}}]}
+
+    def recheck(code, only_, extra):
+        ok = "dim=-1" in code
+        return {"attn-rows-sum": _check("attn-rows-sum", "pass" if ok else "fail", 0.0 if ok else 0.9),
+                "shapes": _check("shapes", "pass")}
+    verify.repair(result, src, "f.py", recheck)
+    top = result["diagnoses"][0]
+    assert top["id"] == "softmax-wrong-dim" and top["repair"]["verified"] and top["confidence"] == 0.95
+    assert top["repair"]["changes"] == ["attn-rows-sum: 0.9 -> 0"]
+    assert "+    return torch.softmax(s, dim=-1)" in top["repair"]["diff"]
+    assert patched_text(src, top["repair"]) == src.replace("dim=-2", "dim=-1")
+    assert show.hint_text(top, "patch")[1] == "Patch:" and show.hint_text(top, "line") == []
+
+
+def test_a_fix_that_does_not_repair_lowers_confidence():
+    src = "import torch\ndef att(s):\n    return torch.softmax(s, dim=-2)\n"
+    result = {"checks": [_check("attn-rows-sum", "fail", 0.9)], "diagnoses": [
+        {"id": "softmax-wrong-dim", "confidence": 0.9, "evidence": ["attn-rows-sum: measured 0.9"],
+         "location": {"file": "f.py", "line": 3}}]}
+    verify.repair(result, src, "f.py", lambda code, o, e: {"attn-rows-sum": _check("attn-rows-sum", "fail", 0.8)})
+    d = result["diagnoses"][0]
+    assert d["repair"]["verified"] is False and d["confidence"] == pytest.approx(0.68)
+    assert "did not remove the failure" in d["evidence"][-1]
+
+
+def test_fixed_path_never_names_the_file_or_an_existing_copy(tmp_path):
+    f = tmp_path / "model.py"
+    f.write_text("x = 1\n")
+    assert fixed_path(f).name == "model.fixed.py"
+    (tmp_path / "model.fixed.py").write_text("")
+    assert fixed_path(f).name == "model.fixed2.py"
+
+
+def test_unused_input_names_the_value_computed_and_never_read():
+    src = ("class D:\n    def forward(self, x, memory, src_mask, tgt_mask):\n        a = self.sa(x, x, x, tgt_mask)\n"
+           "        c = self.ca(x, x, x, tgt_mask)\n        x = self.n2(x + self.drop(a))\n        return x\n")
+    labels = {c.label: c.code for c in edit.candidates(src, 5, ("unused-input",))}
+    assert "        x = self.n2(x + self.drop(c))\n" in labels["c (never read) instead of a"]
+    assert not any("instead of drop" in k for k in labels)        # an attribute's name is not a read
+    src2 = src.replace("        x = self.n2(x + self.drop(a))\n", "        x = self.n2(x + self.drop(c))\n")
+    (kv,) = [c for c in edit.candidates(src2, 4, ("unused-input",)) if c.label.startswith("keys and values")]
+    assert "c = self.ca(x, memory, memory, src_mask)" in kv.code
+
+
+def test_residual_added_back_and_reverse_and_unscale():
+    src = "class L:\n    def forward(self, x):\n        a, _ = self.sa(x)\n        x = self.n1(self.drop(a))  # post-norm\n"
+    (c,) = [c for c in edit.candidates(src, 4) if c.kind == "residual"]
+    assert "        x = self.n1(x + self.drop(a))  # post-norm\n" in c.code
+    assert not [c for c in edit.candidates(src, 4) if c.label.startswith("_ instead")]
+    src2 = "def mk(tgt, seq, i, L):\n    tgt[i, 1:L + 1] = seq\n"
+    assert "tgt[i, 1:L + 1] = seq.flip(0)" in only(src2, 2, "reverse")[0].code
+    src3 = "class M:\n    def f(self, out):\n        return self.gen(out) * math.sqrt(self.d), 1\n"
+    assert "return self.gen(out), 1" in only(src3, 3, "unscale")[0].code
+
+
+def test_unwrap_softmax_and_a_note_that_goes():
+    src = "def f(att, V):\n    return torch.matmul(self.drop(att.softmax(dim=-1)), V)\n"
+    assert "torch.matmul(self.drop(att), V)" in only(src, 2, "unwrap")[0].code
+    before = {"param-count": _check("param-count", "info"), "shapes": _check("shapes", "pass")}
+    after = {"param-count": _check("param-count", "pass"), "shapes": _check("shapes", "info")}
+    assert verify.changed(before, after, [], set()) == ["shapes: pass -> info"]
