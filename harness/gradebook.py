@@ -37,6 +37,7 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)          # mkstemp makes 0600: every output file gets the reports' mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
