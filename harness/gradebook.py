@@ -95,7 +95,7 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
         return {"student": student, "score": None, "max_score": None, "verdict": "pending", "fault": "none",
                 "integrity": "",
                 "causes": [], "cause_titles": [], "seconds": None, "reason": "not graded yet", "href": None,
-                "report_error": None, "score_text": ""}
+                "report_error": None, "score_text": "", "fault_text": "– (not graded yet)"}
     grade = result.get("grade") or {}
     grading = result.get("grading") or {}
     diags = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
@@ -116,7 +116,8 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
             "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags],
             "seconds": round(float(seconds), 1) if isinstance(seconds, (int, float)) else None,
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
-            "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}"}
+            "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}",
+            "fault_text": FAULT_TEXT.get(grading.get("fault", "none"), str(grading.get("fault")))}
 
 
 def _num(x) -> str:
@@ -171,10 +172,23 @@ def cause_summary(rows: list[dict]) -> list[dict]:
             for cid, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
+def stopped_row(r: dict) -> bool:
+    """The check did not run to the end: an error, or a first cause that says the code could not run (a syntax
+    error scores as `problems` but nothing of it was checked)."""
+    return r["verdict"] == "error" or bool(r["causes"] and r["causes"][0] in DID_NOT_RUN)
+
+
+FAULT_TEXT = {"none": "– (ran to the end)", "student": "student's code stopped it",
+              "grader": "grader (rerun)"}
+
+
 def stats(rows: list[dict]) -> dict:
     scores = [r["score"] for r in rows if isinstance(r["score"], (int, float))]
     maxes = {r["max_score"] for r in rows if r["max_score"] is not None}
+    stopped = sum(1 for r in rows if stopped_row(r))
     return {"students": len(rows), "verdicts": Counter(r["verdict"] for r in rows),
+            "stopped": stopped,                        # the same rows as the "could not be checked" section
+            "with_problems": sum(1 for r in rows if r["verdict"] == "problems" and not stopped_row(r)),
             "faults": Counter(r["fault"] for r in rows),
             "integrity": sum(1 for r in rows if r.get("integrity")),
             "mean": round(statistics.fmean(scores), 1) if scores else None,
