@@ -22,7 +22,7 @@ from . import __version__
 CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "integrity", "causes", "seconds", "reason")
 TOP_CAUSES = 5
 # causes that say the code could not be checked (not a modelling bug to re-teach)
-DID_NOT_RUN = {"syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
+DID_NOT_RUN = {"no-check", "syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
                "exit-during-load", "tampering", "timeout", "memory-limit", "crashed", "grader-fault"}
 TEMPLATES = Path(__file__).parent / "report" / "templates"
 
@@ -161,6 +161,10 @@ def cause_summary(rows: list[dict]) -> list[dict]:
     """How many students have each cause, most common first (ties by id): what to re-teach."""
     counts, titles = Counter(), {}
     for r in rows:
+        if r["verdict"] == "error" and not r.get("all_causes"):     # stopped before any check: still counted
+            counts["no-check"] += 1
+            titles.setdefault("no-check", "Nothing could be checked (no file, several files, or unreadable): "
+                                          "see the row's reason")
         seen = set()
         for cid, title in r.get("all_causes", []):
             if cid not in seen:

@@ -325,6 +325,18 @@ def test_grade_writes_every_output_and_scores_by_the_rubric(tmp_path, fake):
     assert [(c["id"], c["count"]) for c in summary][:1] == [("causal-mask-missing", 2)]
     log = (out / "grading.log").read_text()
     assert log.count(" graded ") == 5 and "problem frank" in log
+    # issue 27: the cards' counts are those of the sections, the fault column says what is true, one file mode,
+    # no lock left behind
+    all_rows = gradebook.collect(out, [(k, None) for k in rows])
+    st = gradebook.stats(all_rows)
+    stopped_in_section = sum(c["count"] for c in summary if not c["ran"])
+    assert st["stopped"] == stopped_in_section == sum(1 for r in all_rows if gradebook.stopped_row(r)) >= 2
+    assert st["verdicts"]["clean"] + st["with_problems"] + st["stopped"] == len(all_rows)
+    assert f'<b class="v-error">{st["stopped"]}</b>could not be checked' in html
+    assert "code stopped it" in html and ">none<" not in html
+    assert {oct(p.stat().st_mode & 0o777) for p in [out / "grades.csv", out / "index.html",
+                                                     *out.glob("students/*/*")]} == {"0o644"}
+    assert not (out / ".grading.lock").exists()
 
 
 def test_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path, fake):
@@ -458,7 +470,8 @@ def test_a_report_rendered_on_the_worker_is_the_one_the_grading_process_renders(
     out = grade_one(job, located)
     here = html_report.render(out["result"], source_path=sub)
     assert out["report_html"] == here
-    assert "line three &lt;b&gt;" in here and "class &amp; co" in here      # the excerpt and the escaped path
+    assert "line three &lt;b&gt;" in here and "zoe.py" in here      # the excerpt and the student's own path
+    assert "class &amp; co" not in here and str(src) not in here    # never the instructor's folder
     plain = grade_one(dict(job, render=False), located)
     assert "report_html" not in plain
 
