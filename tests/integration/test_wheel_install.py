@@ -35,8 +35,13 @@ def _need_bwrap():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    src = tmp_path_factory.mktemp("src")       # a clean copy: no stale build/ of the checkout ends up in it
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for pkg in ("harness", "reference_model", "mutants"):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=300)
+                        "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (whl,) = out.glob("mtxdiag-*.whl")
     return whl
