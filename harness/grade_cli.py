@@ -97,14 +97,15 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    from .report.terminal import clean            # student ids are folder names: nothing of them drives the terminal
     click.echo(summary.text())
     click.echo(f"gradebook: {out / 'index.html'}  grades: {out / 'grades.csv'}  log: {out / 'grading.log'}")
     if summary.report_errors:
         click.echo(f"{len(summary.report_errors)} reports could not be written (see grading.log): "
-                   + ", ".join(summary.report_errors[:10]), err=True)
+                   + ", ".join(clean(n) for n in summary.report_errors[:10]), err=True)
     if summary.grader_faults:
-        click.echo("grader faults (not the students'; rerun to retry): " + ", ".join(summary.grader_faults[:20]),
-                   err=True)
+        click.echo("grader faults (not the students'; rerun to retry): " +
+                   ", ".join(clean(n) for n in summary.grader_faults[:20]), err=True)
         sys.exit(1)
 
 

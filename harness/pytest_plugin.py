@@ -104,7 +104,8 @@ def pytest_runtest_makereport(item, call):
         except Exception as e:                            # noqa: BLE001 - never break the student's test run
             cache[component] = {"component": component, "adapter": "", "status": "fail", "cause": None,
                                 "confidence": 0.0, "evidence": [f"mtxdiag could not diagnose: {type(e).__name__}: {e}"]}
-    report.sections.append((SECTION, render(cache[component])))
+    from harness.report.terminal import clean_block        # evidence may quote the student's exception
+    report.sections.append((SECTION, clean_block(render(cache[component]))))
 
 
 
