@@ -215,7 +215,7 @@ def test_cli_check_output_is_plain_when_piped(tmp_path, monkeypatch):
 def test_lm_checklist_notes_cannot_drive_the_terminal():
     from harness.report.lm_checklist import terminal_lines
     result = {"assignment": "lm", "checks": [
-        {"id": "lm-linear", "status": "error", "detail": "x", "data": {"kind": "error", "note": "e\x1b[2J"}},
+        {"id": "lm-linear", "status": "error", "detail": "x\x1b[2J", "data": {"kind": "error"}},
         {"id": "lm-imports", "status": "info", "data": {"import_failures": [{"missing_module": "m\x1b[H\x07"}]}}]}
     text = "\n".join(terminal_lines(result, 100, lambda t, *a, **k: t))
     assert "\x1b" not in text and "\x07" not in text
