@@ -45,6 +45,7 @@ def write_json_atomic(obj, path: str | os.PathLike) -> None:
             json.dump(obj, f, indent=2, sort_keys=False)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)          # mkstemp makes 0600: every output file gets the reports' mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

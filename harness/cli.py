@@ -50,7 +50,8 @@ def _default_report(sub: Path, ext: str) -> Path:
               show_default=True, help="Which lesson the file implements (detected from its names by default; "
                                       "a folder is an `lm` repository).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result as JSON here (default: reports/<name>.json).")
+              help="Write the result as JSON here (default: reports/<name>.json); `-`: to stdout, and the "
+                   "summary to stderr.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the HTML report here (default: reports/<name>.html).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -193,11 +194,20 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")
-    write_json_atomic(result, json_path)
-    click.echo(terminal.summary(result, json_path=json_path))
+    to_stdout = str(json_path) == "-"        # `--json -`: the JSON alone on stdout, for a pipe; the rest on stderr
+    if to_stdout:
+        import json
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        write_json_atomic(result, json_path)
+    text = terminal.summary(result, json_path=None if to_stdout else json_path,
+                            color=terminal._color(sys.stderr) if to_stdout else None,
+                            width=terminal.width_for(sys.stderr) if to_stdout else None)
+    click.echo(text, err=to_stdout)
     if repair:
         text = terminal.repairs(result)
-        click.echo(text or "  repair   no located diagnosis has a repair to try")
+        click.echo(text or "  repair   no located diagnosis has a repair to try", err=to_stdout)
         if repair == "fix":
             _write_fixed(result, file)
     html_path = html_path or _default_report(file, "html")
@@ -205,11 +215,12 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     try:
         from .report import html as html_report
         html_report.write(result, html_path, source_path=file)
-        click.echo(terminal.report_line(html_path))
+        click.echo(terminal.report_line(html_path, color=terminal._color(sys.stderr) if to_stdout else None),
+                   err=to_stdout)
     except ImportError:
         pass
     if footer:
-        click.echo(footer)
+        click.echo(footer, err=to_stdout)
     if daemon and device == "cpu":
         from . import daemon as check_daemon
         check_daemon.start()      # for the next check, unless one runs: it warms up while the student reads this

@@ -195,6 +195,30 @@ def _script_failures(skipped: list, submission: str) -> list[dict]:
     return [_diag("script-fails", 0.9, [f"line {line}: {what}",
                                         "the checks do not run top-level code, so they were not affected"],
                   {"file": submission, "line": line}) for line, what in failures(skipped, submission)[:3]]
+def _grader_lacks_allowed(base: dict) -> None:
+    """A `missing-module` whose every module the assignment allows (harness/allowed.py) is the grader's
+    environment: it becomes a grader fault with the install command, never a student's zero."""
+    import re
+
+    from .allowed import install_command, is_allowed
+    d = next((d for d in base["diagnoses"] if d.get("id") == "missing-module"), None)
+    if d is None:
+        return
+    mods = {str((c.get("data") or {}).get("missing_module") or "") for c in base["checks"]
+            if (c.get("data") or {}).get("kind") == "missing-module"}
+    mods |= set(re.findall(r"No module named '([^']+)'", " ".join(str(e) for e in d.get("evidence") or [])))
+    mods.discard("")
+    if not mods or not all(is_allowed(m, base["assignment"]) for m in mods):
+        return
+    names, cmd = ", ".join(sorted(mods)), "; ".join(sorted({install_command(m) for m in mods}))
+    ev = [f"the code imports {names}, which the {base['assignment']} assignment allows, and the grader's Python "
+          f"does not have it"] + list(d.get("evidence") or [])[:3]
+    fix = f"Instructor: install it where mtxdiag runs (`{cmd}`) and grade again; the student's code is not at fault."
+    base["diagnoses"] = [_diag("grader-fault", 1.0, ev, d.get("location"), fix=fix)] + \
+                        [x for x in base["diagnoses"] if x is not d]
+    base["error"] = {"kind": "grader-environment", "reason": f"the grader lacks {names}, which the assignment "
+                     f"allows ({cmd})", "phase": "load", "student_fault": False}
+    base["verdict"] = "error"
 
 
 def verdict(diagnoses: list[dict]) -> str:
@@ -244,6 +268,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         ev = [msg] + ([f"line {loc.get('cell_line') or loc['line']}: {load.get('detail')}"] if loc and load.get("detail") else [])
         base["diagnoses"] = [_diag(kind, 1.0, ev, loc)] + _integrity(base)
         base["verdict"] = "problems"
+        _grader_lacks_allowed(base)
         return base
     contract = next((c for c in p["checks"] if c["id"] == "contract"), None)
     if contract and contract["status"] == "fail":
@@ -260,6 +285,7 @@ def build_result(outcome: ChildOutcome, submission: str, requested_assignment: s
         return base
     base["diagnoses"] = diagnose(base) + _script_failures(base["skipped_code"], submission)
     base["verdict"] = verdict(base["diagnoses"])
+    _grader_lacks_allowed(base)
     if base["assignment"] == "reversal" and base["artifacts"].get("training"):
         from .reference_curves import load
         ref = load()

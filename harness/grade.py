@@ -28,6 +28,7 @@ together, and the names callers import.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 import traceback
 from pathlib import Path
@@ -37,7 +38,7 @@ from . import rubric as rubric_mod
 from .api import write_json_atomic
 from .grade_discovery import GradeError, Options, Submission, cache_key, check_folders, discover, _read
 from .grade_progress import Progress, RunSummary, _Log
-from .grade_results import fault_of, grade_one, looks_valid, synthetic_result
+from .grade_results import display_path, fault_of, grade_one, looks_valid, synthetic_result
 from .grade_workers import grade_all
 from .gradescope import VISIBILITIES, gradescope_one, gradescope_results  # noqa: F401
 
@@ -98,7 +99,12 @@ class Grader:
         except ImportError as e:
             return {"path": None, "error": f"the HTML report module is not available ({e})"}
         try:
-            html_report.write(result, path, source_path=sub.path, text=text if isinstance(text, str) else None)
+            if not isinstance(text, str):          # the source is read from the instructor's copy; its path never shows
+                import html as _html
+                text = html_report.render(result, source_path=sub.path)
+                for p in (str(sub.path), _html.escape(str(sub.path))):
+                    text = text.replace(p, _html.escape(display_path(sub)))
+            html_report.write(result, path, source_path=sub.path, text=text)
             return {"path": "report.html", "error": None}
         except Exception as e:  # a report must never stop the grading
             return {"path": None, "error": f"{type(e).__name__}: {e}"[:300]}
@@ -180,11 +186,13 @@ class Grader:
         try:
             return self._run(t0)
         finally:
-            lock.close()
+            _unlock(lock, self.out)
 
     def _run(self, t0: float) -> RunSummary:
         self.log = _Log(self.out / "grading.log")
         summary = RunSummary()
+        progress = Progress(0, 0, self.progress_stream, self.progress_on, jobs=self.opts.jobs)
+        progress.announce(f"looking for submissions in {self.src}")
         subs, ignored = discover(self.src)
         summary.total = len(subs)
         self.log(f"run start: mtxdiag {__version__} src={self.src} out={self.out} options={self.opts.result_options()}"
@@ -215,12 +223,16 @@ class Grader:
                     self._reuse(sub, cached, summary)
                 else:
                     todo.append(sub)
-            progress = Progress(len(subs), len(todo), self.progress_stream, self.progress_on)
-            progress.done = len(subs) - len(todo)
+            progress.set_totals(len(subs), len(todo))
+            progress.announce(f"found {len(subs)} submissions: {len(todo)} to check, {len(summary.reused)} reused "
+                              f"from earlier runs, {len(summary.problems)} without a gradable file")
             if todo:
+                progress.announce(f"starting {min(self.opts.jobs, len(todo))} worker(s)" +
+                                  (f" on {self.opts.scheduler}" if self.opts.scheduler else ""))
                 grade_all(self, todo, summary, progress)
             progress.close()
         except KeyboardInterrupt:
+            progress.close()
             summary.interrupted = True
             self.log("run interrupted (Ctrl-C): finished results are kept; rerun to grade the rest")
             raise
@@ -267,21 +279,38 @@ class Grader:
             summary.report_errors.append(sub.student)
         self._log_row("graded", sub, res)
         what = res["verdict"] + (f" ({', '.join(d['id'] for d in res['diagnoses'][:3])})" if res["diagnoses"] else "")
-        progress.update(sub.student, what, graded=True, failed=res["verdict"] == "error")
+        progress.update(sub.student, what, graded=True, failed=res["verdict"] == "error", seconds=wall or None)
 
 
 def _lock(out: Path):
-    """One run at a time per output folder (two would write the same files)."""
-    f = open(out / ".grading.lock", "a+")
+    """One run at a time per output folder (two would write the same files). The lock file is removed when the
+    run ends (`_unlock`); a run that locked a file another run had just removed tries again on the new one."""
+    path = out / ".grading.lock"
+    for _ in range(50):
+        f = open(path, "a+")
+        try:
+            import fcntl
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:
+            return f
+        except OSError:
+            f.close()
+            raise GradeError(f"another 'mtxdiag grade' is writing to {out}; wait for it to finish") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
+                return f
+        except FileNotFoundError:
+            pass
+        f.close()                       # the file was removed by the run that held it: lock the new one
+    raise GradeError(f"cannot lock {path}")
+
+
+def _unlock(f, out: Path):
     try:
-        import fcntl
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except ImportError:
-        pass
+        (out / ".grading.lock").unlink()      # while still holding it: see _lock
     except OSError:
-        f.close()
-        raise GradeError(f"another 'mtxdiag grade' is writing to {out}; wait for it to finish") from None
-    return f
+        pass
+    f.close()
 
 
 def grade_folder(src, out, **kwargs) -> RunSummary:

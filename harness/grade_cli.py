@@ -98,18 +98,19 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    from .report.terminal import clean            # student ids are folder names: nothing of them drives the terminal
     click.echo(summary.text())
     click.echo(f"gradebook: {out / 'index.html'}  grades: {out / 'grades.csv'}  log: {out / 'grading.log'}")
     if summary.report_errors:
         click.echo(f"{len(summary.report_errors)} reports could not be written (see grading.log): "
-                   + ", ".join(summary.report_errors[:10]), err=True)
+                   + ", ".join(clean(n) for n in summary.report_errors[:10]), err=True)
     if summary.grader_faults:
-        click.echo("grader faults (not the students'; rerun to retry): " + ", ".join(summary.grader_faults[:20]),
-                   err=True)
+        click.echo("grader faults (not the students'; rerun to retry): " +
+                   ", ".join(clean(n) for n in summary.grader_faults[:20]), err=True)
         sys.exit(1)
 
 
-@click.command("gradescope")
+@click.group("gradescope", invoke_without_command=True)
 @click.option("--submission-dir", type=click.Path(path_type=Path), default=Path("/autograder/submission"),
               show_default=True, help="Where Gradescope puts the student's files.")
 @click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -129,11 +130,16 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
 @click.option("--hint-level", type=click.Choice(["cause", "line", "patch"]), default=None,
               help="What the student sees of each diagnosis: the cause only, also its line, or also a verified "
                    "patch (re-checked repairs; slower). Default: the rubric's hint_level, else line.")
-def gradescope(submission_dir, results_path, rubric_path, timeout, memory, quick, assignment, seed, visibility,
+@click.pass_context
+def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, quick, assignment, seed, visibility,
                stdout_visibility, hint_level):
     """Entry point for Gradescope's autograder: grade the one .py/.ipynb (or the one `lm` repository with
     tests/adapters.py) in /autograder/submission and write
-    /autograder/results/results.json. Exit status 0 once results.json is written; 2 on bad options."""
+    /autograder/results/results.json. Exit status 0 once results.json is written; 2 on bad options.
+
+    `mtxdiag gradescope build --assignment A --out autograder.zip` writes the zip to upload."""
+    if ctx.invoked_subcommand is not None:
+        return
     rub = _rubric(rubric_path)
     opts = Options(assignment=assignment, seed=seed, quick=quick, timeout_s=timeout, memory_mb=memory,
                    visibility=visibility, stdout_visibility=stdout_visibility, hint=hint_level or "")
@@ -148,3 +154,24 @@ def gradescope(submission_dir, results_path, rubric_path, timeout, memory, quick
     except Exception:
         click.echo(f"verdict: {result['verdict']}")
     click.echo(f"score: {res['score']:g} / {result['grade']['max_score']:g}  -> {results_path}")
+
+
+@gradescope.command("build")
+@click.option("--assignment", type=click.Choice(["reversal", "block"]), required=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("autograder.zip"),
+              show_default=True)
+@click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None,
+              help="Rubric TOML (default: the bundled rubric_default.toml).")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of the check.")
+@click.option("--memory", type=int, default=4096, show_default=True, help="Memory limit of the check in MB.")
+@click.option("--quick", is_flag=True, help="Skip the training probes.")
+def gradescope_build(assignment, out, rubric_path, timeout, memory, quick):
+    """Write Gradescope's autograder zip: setup.sh (CPU torch pinned, this project, the assignment's allowed
+    packages), run_autograder, rubric.toml and the project. Upload it as the assignment's autograder (Ubuntu
+    base image, at least 2 CPUs and 3 GB, timeout >= 10 minutes)."""
+    from .gradescope_build import build
+    try:
+        names = build(assignment, out, rubric_path=rubric_path, timeout=timeout, memory=memory, quick=quick)
+    except (ValueError, rubric_mod.RubricError, OSError) as e:
+        raise BadInput(str(e)) from None
+    click.echo(f"wrote {out} ({len(names)} files: setup.sh, run_autograder, rubric.toml, mtxdiag/)")

@@ -89,8 +89,16 @@ def _render(result: dict, copy: Path, display: str) -> str | None:
         return None
 
 
+def display_path(sub: Submission) -> str:
+    """The submission's path as the student knows it: relative to the student's own folder (`model.py`,
+    `src/model.py`), never the instructor's absolute path (results and reports are handed to students)."""
+    parts = sub.path.parts
+    inside = [i for i, p in enumerate(parts[:-1]) if p == sub.student]
+    return "/".join(parts[inside[-1] + 1:]) if inside else sub.path.name
+
+
 def _job(sub: Submission, opts: Options) -> dict:
-    job = {"student": sub.student, "filename": sub.path.name, "data": sub.data, "display": str(sub.path),
+    job = {"student": sub.student, "filename": sub.path.name, "data": sub.data, "display": display_path(sub),
            **opts.result_options(), "limits": opts.limits()}
     if sub.repo:
         job.update(files=sub.files, assignment="lm")

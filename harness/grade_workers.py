@@ -23,7 +23,10 @@ def grade_all(grader, todo: list, summary, progress):
 
 def _grade_local(grader, todo, summary, progress):
     pool = cf.ThreadPoolExecutor(max_workers=grader.opts.jobs, thread_name_prefix="mtxdiag-grade")
-    futures = {pool.submit(grade_one, _job(s, grader.opts), grader.checker): s for s in todo}
+    def one(s):
+        progress.started(s.student)
+        return grade_one(_job(s, grader.opts), grader.checker)
+    futures = {pool.submit(one, s): s for s in todo}
     try:
         for fut in cf.as_completed(futures):
             sub = futures[fut]

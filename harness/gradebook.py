@@ -22,7 +22,7 @@ from . import __version__
 CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "integrity", "causes", "seconds", "reason")
 TOP_CAUSES = 5
 # causes that say the code could not be checked (not a modelling bug to re-teach)
-DID_NOT_RUN = {"syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
+DID_NOT_RUN = {"no-check", "syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
                "exit-during-load", "tampering", "timeout", "memory-limit", "crashed", "grader-fault"}
 TEMPLATES = Path(__file__).parent / "report" / "templates"
 
@@ -37,6 +37,7 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)          # mkstemp makes 0600: every output file gets the reports' mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -94,7 +95,7 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
         return {"student": student, "score": None, "max_score": None, "verdict": "pending", "fault": "none",
                 "integrity": "",
                 "causes": [], "cause_titles": [], "seconds": None, "reason": "not graded yet", "href": None,
-                "report_error": None, "score_text": ""}
+                "report_error": None, "score_text": "", "fault_text": "– (not graded yet)"}
     grade = result.get("grade") or {}
     grading = result.get("grading") or {}
     diags = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
@@ -116,7 +117,8 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
             "seconds": round(float(seconds), 1) if isinstance(seconds, (int, float)) else None,
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
             "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}",
-            "components_lost": components_lost(grade)}
+            "components_lost": components_lost(grade),
+            "fault_text": FAULT_TEXT.get(grading.get("fault", "none"), str(grading.get("fault")))}
 
 
 def components_lost(grade: dict) -> list[tuple[str, str]]:
@@ -170,6 +172,10 @@ def cause_summary(rows: list[dict]) -> list[dict]:
     """How many students have each cause, most common first (ties by id): what to re-teach."""
     counts, titles = Counter(), {}
     for r in rows:
+        if r["verdict"] == "error" and not r.get("all_causes"):     # stopped before any check: still counted
+            counts["no-check"] += 1
+            titles.setdefault("no-check", "Nothing could be checked (no file, several files, or unreadable): "
+                                          "see the row's reason")
         seen = set()
         for cid, title in r.get("all_causes", []):
             if cid not in seen:
@@ -193,12 +199,23 @@ def component_summary(rows: list[dict]) -> list[dict]:
     return [{"id": comp, "count": k, "share": k / n,
              "title": ", ".join(f"{c} ({m})" for c, m in causes[comp].most_common(4))}
             for comp, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+def stopped_row(r: dict) -> bool:
+    """The check did not run to the end: an error, or a first cause that says the code could not run (a syntax
+    error scores as `problems` but nothing of it was checked)."""
+    return r["verdict"] == "error" or bool(r["causes"] and r["causes"][0] in DID_NOT_RUN)
+
+
+FAULT_TEXT = {"none": "– (ran to the end)", "student": "student's code stopped it",
+              "grader": "grader (rerun)"}
 
 
 def stats(rows: list[dict]) -> dict:
     scores = [r["score"] for r in rows if isinstance(r["score"], (int, float))]
     maxes = {r["max_score"] for r in rows if r["max_score"] is not None}
+    stopped = sum(1 for r in rows if stopped_row(r))
     return {"students": len(rows), "verdicts": Counter(r["verdict"] for r in rows),
+            "stopped": stopped,                        # the same rows as the "could not be checked" section
+            "with_problems": sum(1 for r in rows if r["verdict"] == "problems" and not stopped_row(r)),
             "faults": Counter(r["fault"] for r in rows),
             "integrity": sum(1 for r in rows if r.get("integrity")),
             "mean": round(statistics.fmean(scores), 1) if scores else None,

@@ -104,6 +104,7 @@ def gradescope_one(submission_dir, results_path, *, options: Options | None = No
     """Grade the one submission in `submission_dir`; write Gradescope's results.json; return it."""
     opts = options or Options()
     rub = rubric if rubric is not None else rubric_mod.load()
+    Path(results_path).unlink(missing_ok=True)       # a crash below must not leave an older grade standing
     folder = Path(submission_dir)
     results_path = Path(results_path)
     try:            # never leave an earlier run's results for Gradescope to read if this one fails

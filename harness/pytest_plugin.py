@@ -74,7 +74,12 @@ def render(result: dict) -> str:
             if result["cause"] else f"mtxdiag: {comp} fails - no known cause matches")
     if result.get("mutant_component") and result["mutant_component"] != comp:
         head += f"; the bug is in {result['mutant_component']}"
-    return "\n".join([head] + [f"  - {line}" for line in result["evidence"]])
+    lines = [head] + [f"  - {line}" for line in result["evidence"]]
+    if result.get("where"):
+        lines.append(f"  at  {result['where']}")
+    if result.get("fix"):
+        lines.append(f"  fix {result['fix']}")
+    return "\n".join(lines)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -92,10 +97,15 @@ def pytest_runtest_makereport(item, call):
         fn = _adapter(item, component)
         try:
             cache[component] = diagnose_component(component, fn)
+            if cache[component]["status"] == "fail":
+                from harness.pytest_where import fix_for, locate
+                cache[component].update(where=locate(component, fn, item.config.rootpath),
+                                        fix=fix_for(cache[component].get("cause")))
         except Exception as e:                            # noqa: BLE001 - never break the student's test run
             cache[component] = {"component": component, "adapter": "", "status": "fail", "cause": None,
                                 "confidence": 0.0, "evidence": [f"mtxdiag could not diagnose: {type(e).__name__}: {e}"]}
-    report.sections.append((SECTION, render(cache[component])))
+    from harness.report.terminal import clean_block        # evidence may quote the student's exception
+    report.sections.append((SECTION, clean_block(render(cache[component]))))
 
 
 
@@ -108,4 +118,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.section("mtxdiag")
     for component, result in cache.items():
         cause = result.get("cause") or ("-" if result["status"] != "fail" else "no known cause")
-        terminalreporter.write_line(f"{component}: {result['status']}, {cause}")
+        where = f" at {result['where']}" if result.get("where") else ""
+        terminalreporter.write_line(f"{component}: {result['status']}, {cause}{where}")
+        if result.get("fix"):
+            terminalreporter.write_line(f"  fix: {result['fix']}")

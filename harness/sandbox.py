@@ -161,8 +161,11 @@ def _bwrap_args(exe: str, work: Path, device: str) -> list[str]:
               "/etc/nsswitch.conf", "/etc/os-release"):
         if os.path.exists(f):
             a += ["--ro-bind", f, f]
-    for p in _python_dirs():
+    bound = _python_dirs()
+    for p in bound:
         a += ["--ro-bind", p, p]
+    for q in _mask_dirs(bound):
+        a += ["--tmpfs", q] + (["--remount-ro", q] if _supports("--remount-ro") else [])
     a += ["--ro-bind", str(runtime_snapshot()), RUNTIME_MOUNT]
     if str(device).startswith("cuda"):
         for d in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
@@ -174,30 +177,74 @@ def _bwrap_args(exe: str, work: Path, device: str) -> list[str]:
     return a
 
 
+def _private_dirs() -> list[str]:
+    """What student code must not see of mtxdiag itself: the repository when this is a checkout (editable
+    install), or the three installed packages when mtxdiag was installed into a site folder (wheel, --user,
+    system) - there the folder around them is torch's and everyone else's, and must stay visible."""
+    root = str(_package_root())
+    if os.path.isfile(os.path.join(root, "pyproject.toml")) or os.path.isdir(os.path.join(root, ".git")):
+        return [root]
+    return [os.path.join(root, pkg) for pkg in ("harness", "reference_model", "mutants")]
+
+
+def _import_dirs() -> list[str]:
+    """Every folder the interpreter imports from: its prefixes, the standard library, every site folder of
+    any install kind (venv, --user, system, .pth-added paths), never the folder of the command that started
+    us (sys.path[0]: the working folder with `python -m`, which may be the class's submissions)."""
+    import sysconfig
+    cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(Path(os.path.realpath(sys.executable)).parent.parent)]
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            cands.append(sysconfig.get_path(key))
+        except KeyError:
+            pass
+    skip = {"", "/", os.getcwd(), os.path.expanduser("~")}
+    first = sys.path[0] if sys.path else ""
+    for i, p in enumerate(sys.path):
+        if i == 0 and "site-packages" not in first and "dist-packages" not in first:
+            continue
+        if p not in skip:
+            cands.append(p)
+    cands += _site_dirs()
+    out = []
+    for c in cands:
+        if c and os.path.exists(c):
+            out.append(os.path.realpath(c))
+    return [p for p in dict.fromkeys(out) if p not in {os.path.realpath(s) for s in skip}]
+
+
 def _python_dirs() -> list[str]:
-    """The interpreter's installation and its site directories, never the repository around them."""
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                str(Path(os.path.realpath(sys.executable)).parent.parent)}
-    repo = str(_package_root())
+    """The interpreter's installation and what it imports from, never mtxdiag's private folders (those are
+    masked by `_mask_dirs`) and never a folder that holds the repository checkout."""
+    private = _private_dirs()
     out: list[str] = []
 
-    def add(p):
-        if os.path.isdir(p) and not any(p == q or p.startswith(q + os.sep) for q in out) and \
-                not (p == repo or repo.startswith(p + os.sep)):
-            out.append(p)
+    def under(p, q):
+        return p == q or p.startswith(q.rstrip(os.sep) + os.sep)
 
-    for p in sorted({os.path.realpath(c) for c in prefixes if c}):
+    for p in sorted(_import_dirs(), key=len):
         if p in ("/", "/usr") or p.startswith("/usr/"):
             continue                         # /usr is bound whole
-        if p == repo or repo.startswith(p + os.sep):
-            for sub in ("bin", "lib", "lib64", "include"):   # the repository lives inside this prefix
-                add(os.path.join(p, sub))
-        else:
-            add(p)
-    for p in _site_dirs():
-        if not p.startswith("/usr/"):
-            add(p)
+        if any(under(p, q) for q in out) or any(under(p, q) for q in private):
+            continue
+        holds = [q for q in private if under(q, p)]
+        if holds and len(private) == 1:      # a checkout inside this prefix: only the interpreter's parts
+            for sub in ("bin", "lib", "lib64", "include", "pyvenv.cfg"):
+                s = os.path.join(p, sub)
+                if os.path.exists(s) and not under(private[0], s):
+                    out.append(s)
+            continue
+        out.append(p)
     return out
+
+
+def _mask_dirs(bound: list[str]) -> list[str]:
+    """mtxdiag's installed packages that sit inside a bound folder (a wheel install's site-packages, or /usr
+    for a system install): hidden under an empty tmpfs, the child reads the .py snapshot instead."""
+    roots = bound + ["/usr"]
+    return [q for q in _private_dirs() if os.path.isdir(q) and
+            any(q.startswith(r.rstrip(os.sep) + os.sep) for r in roots)]
 
 
 def _supports(flag: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import os
 import sys
 import textwrap
 import time
@@ -358,3 +359,24 @@ def test_the_load_limit_is_an_option_for_files_and_repositories(tmp_path):
         assert "within 3 s (the load limit" in result["diagnoses"][0]["evidence"][0], result["diagnoses"]
     res = CliRunner().invoke(main, ["check", str(f), "--load-timeout", "0"])
     assert res.exit_code == 2 and "load-timeout" in res.output
+
+
+def test_json_to_stdout_and_the_whole_fix_on_an_80_column_terminal(tmp_path):
+    """`--json -`: stdout is the JSON alone (pipe it to json.tool), the summary goes to stderr, wrapped at
+    COLUMNS=80 with every word of the fix."""
+    path = tmp_path / "softmax_dim.py"
+    path.write_text(mutants.source(mutants.get("reversal-softmax-wrong-dim")))
+    env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT), MTXDIAG_DAEMON="0")
+    proc = subprocess.run([sys.executable, "-m", "harness", "check", str(path), "--quick", "--no-daemon",
+                           "--json", "-", "--html", str(tmp_path / "r.html")], capture_output=True, text=True,
+                          timeout=QUICK_BOUND_S, cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert not (tmp_path / "-").exists()
+    fix = result["diagnoses"][0]["fix"]
+    summary = [l for l in proc.stderr.splitlines() if not l.startswith("mtxdiag:")]
+    assert summary[0] == f" PROBLEMS  {path}"           # the path alone on the first line (it may be long)
+    long = [l for l in summary[1:] if len(l) > 80]
+    assert all(len(l.split()) <= 2 for l in long), long      # only a label and a path too long to break
+    assert " ".join(fix.split()) in " ".join(" ".join(summary).split())
+    assert "PROBLEMS" in proc.stderr and "PROBLEMS" not in proc.stdout

@@ -314,7 +314,9 @@ def test_grade_writes_every_output_and_scores_by_the_rubric(tmp_path, fake):
         assert res["grade"]["max_score"] == 100 and res["grading"]["student"] == sid
         assert_gradescope(json.loads((out / "students" / sid / "results.json").read_text()))
     bob = json.loads((out / "students" / "bob" / "result.json").read_text())
-    assert bob["submission"] == str(src / "bob.py"), "the temporary copy's path must not leak into the result"
+    assert bob["submission"] == "bob.py", "neither the temporary copy's path nor the instructor's may show"
+    assert str(src) not in json.dumps({k: v for k, v in bob.items() if k != "grading"})   # grading: the instructor's
+    assert str(src) not in (out / "students" / "bob" / "report.html").read_text()
     assert bob["grading"]["key"] == cache_key(bob["grading"]["sha256"], Options(quick=True))
     assert bob["grading"]["limits"]["threads"] == 1              # jobs > 1: one thread per check
     html = (out / "index.html").read_text()
@@ -323,6 +325,18 @@ def test_grade_writes_every_output_and_scores_by_the_rubric(tmp_path, fake):
     assert [(c["id"], c["count"]) for c in summary][:1] == [("causal-mask-missing", 2)]
     log = (out / "grading.log").read_text()
     assert log.count(" graded ") == 5 and "problem frank" in log
+    # issue 27: the cards' counts are those of the sections, the fault column says what is true, one file mode,
+    # no lock left behind
+    all_rows = gradebook.collect(out, [(k, None) for k in rows])
+    st = gradebook.stats(all_rows)
+    stopped_in_section = sum(c["count"] for c in summary if not c["ran"])
+    assert st["stopped"] == stopped_in_section == sum(1 for r in all_rows if gradebook.stopped_row(r)) >= 2
+    assert st["verdicts"]["clean"] + st["with_problems"] + st["stopped"] == len(all_rows)
+    assert f'<b class="v-error">{st["stopped"]}</b>could not be checked' in html
+    assert "code stopped it" in html and ">none<" not in html
+    assert {oct(p.stat().st_mode & 0o777) for p in [out / "grades.csv", out / "index.html",
+                                                     *out.glob("students/*/*")]} == {"0o644"}
+    assert not (out / ".grading.lock").exists()
 
 
 def test_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path, fake):
@@ -456,7 +470,8 @@ def test_a_report_rendered_on_the_worker_is_the_one_the_grading_process_renders(
     out = grade_one(job, located)
     here = html_report.render(out["result"], source_path=sub)
     assert out["report_html"] == here
-    assert "line three &lt;b&gt;" in here and "class &amp; co" in here      # the excerpt and the escaped path
+    assert "line three &lt;b&gt;" in here and "zoe.py" in here      # the excerpt and the student's own path
+    assert "class &amp; co" not in here and str(src) not in here    # never the instructor's folder
     plain = grade_one(dict(job, render=False), located)
     assert "report_html" not in plain
 
@@ -593,7 +608,7 @@ def test_dask_local_cluster_runs_real_checks(tmp_path):
     assert rows["syntax"]["causes"] == "syntax-error" and rows["exits"]["verdict"] == "error"
     assert rows["hangs"]["causes"] == "timeout"
     res = json.loads((tmp_path / "out" / "students" / "syntax" / "result.json").read_text())
-    assert res["submission"] == str(src / "syntax.py")
+    assert res["submission"] == "syntax.py"
 
 
 def test_ctrl_c_stops_the_running_checks_and_keeps_the_gradebook(tmp_path):

@@ -61,7 +61,17 @@ def test_failing_adapter_test_shows_the_diagnosis(repo):
     assert "equals the reference with the edit" in out
     # only the rope test is diagnosed: linear passed, the helper test is no component's
     assert out.count("mtxdiag: ") == 1
-    assert "rope: fail, rope-halves-not-pairs" in out                 # the terminal summary
+    assert "rope: fail, rope-halves-not-pairs at tests/adapters.py:" in out     # the terminal summary
+    # file:line of the student's rope code, and the fix
+    line = next(i for i, l in enumerate(BUG.read_text().splitlines(), start=1)
+                if l.strip().startswith("def forward") and i > _class_line("Rotary"))
+    assert f"  at  tests/adapters.py:{line} (forward)" in out, out
+    assert "  fix " in out and "  fix: " in out
+
+
+def _class_line(*names) -> int:
+    return next(i for i, l in enumerate(BUG.read_text().splitlines(), start=1)
+                if any(l.startswith(f"class {n}") for n in names))
 
 
 def test_without_the_option_nothing_is_added(repo):

@@ -526,3 +526,22 @@ def test_browser_reference_and_not_reversed(browser, reference_full, not_reverse
         assert "Anti-diagonal mass:" in state["text"]
         for d in result["diagnoses"]:
             assert d["title"] in state["text"]
+
+
+def test_cross_attention_says_teacher_forced_and_shows_the_models_own_decode():
+    """Issue 27: the maps are computed with the correct target fed in; a second picture shows the model's own
+    greedy decode, so a model that leaks the future (perfect teacher-forced) shows its wrong decode."""
+    from harness.report import figure_attention as F
+    ca = _cross(L=6, heads=2, layers=2)
+    rows = len(ca["tgt_in"])
+    flat = [[round(1 / 6, 3)] * 6 for _ in range(rows)]
+    ca["own"] = {"decoded": [11, 8, 8, 8, 8, 8, 8, 8], "layers": [flat, flat]}
+    figs = F.cross_attention(ca)
+    assert len(figs) == 3                                           # two layers, teacher-forced; then its decode
+    assert all("teacher-forced" in f.alt for f in figs[:2])
+    own = figs[-1]
+    assert "own greedy decode" in own.alt and "6 of 7 decoded token(s) differ" in own.caption, own.caption
+    ca["own"]["decoded"] = [11] + ca["src"][::-1] + [12]
+    assert "the decode is the correct reversal" in F.cross_attention(ca)[-1].caption
+    del ca["own"]
+    assert len(F.cross_attention(ca)) == 2                          # an older result: no second picture

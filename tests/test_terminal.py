@@ -70,14 +70,48 @@ def test_not_a_tty_means_no_color(monkeypatch):
     assert ESC not in summary(result())
 
 
-def test_fits_one_screen_and_the_width():
-    text = summary(result(n=20, location={"file": "student.py", "line": 3}), html_path="r.html", json_path="r.json",
-                   color=False, width=100)
-    lines = text.splitlines()
-    assert len(lines) <= 24
-    assert all(len(l) <= 100 for l in lines[1:])
-    assert "+ 17 more" in text
-    assert text.count("evidence ") == 3
+def test_wraps_at_the_width_and_keeps_every_word():
+    """Issue 27: the terminal wraps instead of cutting; an 80-column terminal shows the whole fix."""
+    d = result(n=20, location={"file": "student.py", "line": 3})
+    for width in (80, 100):
+        text = summary(d, html_path="r.html", json_path="r.json", color=False, width=width)
+        lines = text.splitlines()
+        assert all(len(l) <= width for l in lines[1:]), max(lines[1:], key=len)
+        assert "…" not in text.split("more:")[0]          # only the list of further causes is elided
+        flat = " ".join(text.split())
+        assert " ".join(d["diagnoses"][0]["fix"].split()) in flat
+        assert " ".join(d["diagnoses"][0]["evidence"][0].split()) in flat
+        assert "+ 17 more" in text
+        assert text.count("evidence ") == 3
+
+
+def test_piped_keeps_whole_lines_and_respects_columns(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.delenv("COLUMNS", raising=False)
+    d = result(n=1, location={"file": "student.py", "line": 3})
+    text = summary(d, color=False)
+    assert any(l.strip() == "fix      " + " ".join(d["diagnoses"][0]["fix"].split()) for l in text.splitlines())
+    monkeypatch.setenv("COLUMNS", "80")
+    assert max(len(l) for l in summary(d, color=False).splitlines()[1:]) <= 80
+
+
+def test_control_characters_never_reach_the_terminal(tmp_path, monkeypatch):
+    """Issue 26: a student's line with raw escape bytes, a forged title or fix, prints without them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "student.py").write_text("x = 1\ny = 2  # \x1b[2J\x1b[H\x1b[42m CLEAN \x1b[0m\r\x08\x9b\u202e\n")
+    d = result(n=1, location={"file": "student.py", "line": 2})
+    d["diagnoses"][0].update(title="t\x1b]0;owned\x07", fix="f\x1b[1A\r", evidence=["e\x00\x7f\x1b[31m"])
+    d["submission"] = "s\x1b[2J.py"
+    for color in (False, True):
+        text = summary(d, color=color, html_path="r\x1b[5m.html", json_path="j\x9b.json", width=100)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", text) if color else text
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]", plain), repr(plain)
+    stream = io.StringIO()
+    p = Progress(stream)
+    p.phase("load\x1b[2J")
+    p.note("why\x1b[H\r")
+    p.done()
+    assert "\x1b" not in stream.getvalue() and "\r" not in stream.getvalue()
 
 
 def test_location_file_line_and_notebook_cell():
@@ -176,3 +210,12 @@ def test_cli_check_output_is_plain_when_piped(tmp_path, monkeypatch):
     assert ESC not in res.output
     assert "cause-1" in res.output and str(out_html) in res.output
     assert out_html.exists() and "Cause number 1" in out_html.read_text(encoding="utf-8")
+
+
+def test_lm_checklist_notes_cannot_drive_the_terminal():
+    from harness.report.lm_checklist import terminal_lines
+    result = {"assignment": "lm", "checks": [
+        {"id": "lm-linear", "status": "error", "detail": "x\x1b[2J", "data": {"kind": "error"}},
+        {"id": "lm-imports", "status": "info", "data": {"import_failures": [{"missing_module": "m\x1b[H\x07"}]}}]}
+    text = "\n".join(terminal_lines(result, 100, lambda t, *a, **k: t))
+    assert "\x1b" not in text and "\x07" not in text

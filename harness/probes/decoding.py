@@ -116,18 +116,44 @@ def _trace_warm(ctx, model, steps, bs):
         ctx.module.train = real
 
 
+def _cross_maps(ctx, model, src, tgt_in):
+    """(logits, one cross-attention tensor per decoder layer) of a forward pass with `tgt_in` fed in."""
+    rec = Recorder(ctx.source.code_path)
+    with torch.no_grad(), rec:
+        logits, maps = ctx.forward(model, src, tgt_in)
+    if isinstance(maps, (list, tuple)) and maps and all(isinstance(m, torch.Tensor) for m in maps):
+        return logits, [m.detach() for m in maps]
+    L = src.size(1)             # fused kernels return no maps: take the weights whose keys are the source
+    return logits, [w for w in attention_weights(rec) if w.size(-1) == L and w.size(-2) == tgt_in.size(1)]
+
+
+def _own_decode(ctx, model, src, T):
+    """The model's own greedy decode of the same source, and its cross-attention (mean over heads, per layer)
+    with that decode fed back in: the teacher-forced maps show what the model does given the right previous
+    tokens; a model that leaks the future looks perfect there while its own decode is wrong."""
+    decode = getattr(ctx.module, "greedy_decode", None)
+    if decode is None:
+        return None
+    try:
+        with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
+            ys, _ = decode(model, src, **kwargs_for(decode, max_len=T + 1))
+        ys_in = ys[:, :T]
+        _, cross = _cross_maps(ctx, model, src, ys_in)
+    except Exception:          # noqa: BLE001 - the picture is optional; decode's own checks report a failure
+        return None
+    layers = []
+    for w in cross:
+        w = w.reshape(-1, *w.shape[-2:]) if w.dim() >= 3 else w[None]
+        layers.append([[rnd(v, 3) for v in r] for r in w.float().mean(0).tolist()])
+    return {"decoded": ys[0].tolist(), "layers": layers}
+
+
 def _cross_pattern(ctx, model):
     """Cross-attention on one 6-token source: mass on the anti-diagonal vs the diagonal, per layer and head."""
     src, tgt = batch(ctx, 1, 6, 6, seed_offset=50)
     tgt_in = tgt[:, :-1]                                          # (1, 7)
-    rec = Recorder(ctx.source.code_path)
-    with torch.no_grad(), rec:
-        logits, maps = ctx.forward(model, src, tgt_in)
+    logits, cross = _cross_maps(ctx, model, src, tgt_in)
     L = src.size(1)
-    if isinstance(maps, (list, tuple)) and maps and all(isinstance(m, torch.Tensor) for m in maps):
-        cross = [m.detach() for m in maps]
-    else:  # fused kernels return no maps: take the weights whose keys are the source
-        cross = [w for w in attention_weights(rec) if w.size(-1) == L and w.size(-2) == tgt_in.size(1)]
     if not cross:
         return [check("cross-attn-pattern", "skip", None, "", "no cross-attention weights observed")]
     rows = torch.arange(L)
@@ -144,7 +170,10 @@ def _cross_pattern(ctx, model):
     kind = "anti-diagonal" if anti > 0.3 and anti > 2 * diag else "diagonal" if diag > 0.3 and diag > 2 * anti else \
         "uniform" if max(anti, diag) < 1.5 / L else "mixed"
     ctx.artifacts["cross_attention"] = {"src": src[0].tolist(), "tgt_in": tgt_in[0].tolist(), "layers": layers,
-                                        "pred": logits[0].argmax(-1).tolist()}
+                                        "pred": logits[0].argmax(-1).tolist(), "teacher_forced": True}
+    own = _own_decode(ctx, model, src, tgt_in.size(1))
+    if own:
+        ctx.artifacts["cross_attention"]["own"] = own
     return [check("cross-attn-pattern", "info", {"anti_diagonal": rnd(anti, 3), "diagonal": rnd(diag, 3), "kind": kind},
                   "anti-diagonal (reference after 800 steps: 0.55-0.62 of the mass)",
                   f"layer {best + 1}, mean over heads: {anti:.2f} of the attention on the anti-diagonal, "

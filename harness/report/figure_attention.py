@@ -106,16 +106,18 @@ def cross_attention(ca: dict) -> list[Figure]:
             # the rows are those of the first head of the row: labelled once
             heat(ax, m, xt=xt, yt=yt, yticks=h % 4 == 0, title=f"head {h + 1}\nanti {fmt(anti[h])} · diag {fmt(diag[h])}")
             if h % 4 == 0:
-                ax.ylabel("generated token")
+                ax.ylabel("predicted, teacher-forced")
             if h // 4 == nrows - 1:
                 ax.xlabel("source token")
         fig.colorbar(0.93, 0.2, 0.012, 0.6, "viridis", 0.0, 1.0)
-        fig.text(0.07, 0.99, f"decoder layer {li + 1}: cross-attention after brief training", size=9.5 * PT,
+        fig.text(0.07, 0.99, f"decoder layer {li + 1}: cross-attention after brief training, teacher-forced "
+                 "(the correct previous tokens fed in)", size=9.5 * PT,
                  weight="bold", baseline="hanging")
         finite_anti = [a for a in anti if math.isfinite(a)]
         mean_anti = sum(finite_anti) / len(finite_anti) if finite_anti else math.nan
         alt = (f"Cross-attention maps of decoder layer {li + 1}, {n_heads} head(s), for source "
-               f"{' '.join(xt)}: rows are generated tokens, columns source tokens. "
+               f"{' '.join(xt)}, teacher-forced (the correct previous target tokens are fed in): rows are the "
+               f"model's prediction at each target position, columns source tokens. "
                f"Anti-diagonal mass per head: {', '.join(fmt(a) for a in anti)}; "
                f"diagonal mass per head: {', '.join(fmt(d) for d in diag)}. "
                f"The first panel is the expected anti-diagonal.")
@@ -125,7 +127,51 @@ def cross_attention(ca: dict) -> list[Figure]:
         figs.append(to_figure(fig, alt, cap))
     if not figs:
         raise FigureError("no layer of the cross-attention record holds a usable map")
-    return figs
+    own = _own_decode_figure(ca.get("own"), src, tgt_in)
+    return figs + ([own] if own is not None else [])
+
+
+def _own_decode_figure(own, src, tgt_in) -> Figure | None:
+    """The second panel: cross-attention (mean over heads, per layer) while the model reads back its own greedy
+    decode. Rows are the tokens it produced (* where one differs from the correct reversal): a model that leaks
+    the future shows a clean anti-diagonal teacher-forced and its wrong decode here."""
+    if not isinstance(own, dict) or not isinstance(own.get("layers"), list) or not own["layers"]:
+        return None
+    decoded = tokens(own.get("decoded"))
+    maps = [m for m in stack(own["layers"][:MAX_LAYERS], MAX_LAYERS) if m is not None]
+    if not maps or not decoded:
+        return None
+    rows, cols = maps[0].shape
+    xt = [token(t) for t in (src or [])[:cols]]
+    L = sum(1 for t in (src or [])[:cols] if t != PAD) or cols
+    out = decoded[1:rows + 1]                     # what it produced at each position (the first is the start)
+    yt, wrong = [], 0
+    for i in range(rows):                         # the correct next token as the teacher-forced maps label it
+        p = token(out[i]) if i < len(out) else "–"
+        good = token(tgt_in[i + 1]) if i + 1 < len(tgt_in) and i < L else ("<eos>" if i == L else "")
+        bad = bool(good) and p != good
+        wrong += bad
+        yt.append(f"{p}{'*' if bad else ''}")
+    cell = 1.75 if rows <= 12 and cols <= 12 else 2.2
+    n = len(maps)
+    fig = new_figure(n * cell + 1.6, cell + 1.05)
+    gs = fig.grid(1, n, left=0.14, right=0.88, bottom=0.2, top=0.78, wspace=0.35)
+    for li, m in enumerate(maps):
+        ax = fig.axes(*gs[(0, li)])
+        heat(ax, m, xt=xt, yt=yt, yticks=li == 0, title=f"layer {li + 1}, mean over heads")
+        ax.xlabel("source token")
+        if li == 0:
+            ax.ylabel("its own decode")
+    fig.colorbar(0.91, 0.2, 0.012, 0.58, "viridis", 0.0, 1.0)
+    fig.text(0.03, 0.99, "cross-attention on the model's own greedy decode (nothing correct fed in)",
+             size=9.5 * PT, weight="bold", baseline="hanging")
+    shown = " ".join(token(t) for t in out[:L + 1])
+    verdict = (f"{wrong} of {min(rows, L + 1)} decoded token(s) differ from the correct reversal (marked *)"
+               if wrong else "the decode is the correct reversal")
+    alt = (f"Cross-attention, mean over heads, of {n} decoder layer(s) while the model reads back its own greedy "
+           f"decode of source {' '.join(xt)}: it decoded {shown}; {verdict}.")
+    cap = f"Its own greedy decode: {shown} ({verdict})."
+    return to_figure(fig, alt, cap)
 
 
 # -- causal structure -------------------------------------------------------------------------------

@@ -102,9 +102,12 @@ INTRO = {
                        "6-digit source. Reversal needs target position i to attend to source position n-1-i: a bright "
                        "band from the top right to the bottom left, the anti-diagonal. A bright main diagonal means "
                        "the model copies instead of reversing (was the data reversed?); a uniform field means the "
-                       "source is ignored (is memory reaching every decoder layer?). Rows are the tokens your model "
-                       "generated at each target position (* marks one that differs from the correct next token), "
-                       "columns the source tokens; colour runs from 0 to 1.",
+                       "source is ignored (is memory reaching every decoder layer?). The first maps are teacher-forced: "
+                       "the correct previous tokens are fed in and each row is your model's prediction at that target "
+                       "position (* marks one that differs from the correct next token). The last picture feeds back "
+                       "your model's own greedy decode instead, as it runs for real: a model that sees the future "
+                       "looks right teacher-forced and goes wrong there. Columns are the source tokens; colour runs "
+                       "from 0 to 1.",
     "training": "Loss, learning rate and gradient norm per optimizer step of your train() during the brief training. "
                 "A healthy run starts near 2.6-3.5 and falls steadily; stuck near ln 13 = 2.565 means nothing is "
                 "learned (learning rate or gradient flow); under 0.05 within 200 steps means the labels leak into "

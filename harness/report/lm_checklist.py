@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..lm_table import ADAPTER, COMPONENTS
+from .terminal import clean
 
 MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
 
@@ -43,7 +44,8 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
     for r in rows(result):
         plain = f"{MARK[r['state']]} {r['component']}"
         if r["state"] in ("fail", "error"):
-            extra = f" ({r['note']})" if r["note"] and len(r["note"]) < 30 else ""
+            note = clean(r["note"]) if r["note"] else ""           # may quote the student's exception
+            extra = f" ({note})" if note and len(note) < 30 else ""
             items.append((plain + extra, st(plain, "red", True) + extra))
         elif r["state"] in ("not implemented", "not defined"):
             plain += f" ({r['state']})"
@@ -61,7 +63,7 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
     lines.append(cur.rstrip())
     imports = next((c for c in result.get("checks") or [] if isinstance(c, dict) and c.get("id") == "lm-imports"), None)
     failed = ((imports or {}).get("data") or {}).get("import_failures") or []
-    mods = sorted({str(n.get("missing_module") or n.get("error", "?"))[:60] for n in failed if isinstance(n, dict)})
+    mods = sorted({clean(n.get("missing_module") or n.get("error", "?"))[:60] for n in failed if isinstance(n, dict)})
     if mods:    # not an error by itself: only a component that uses the name fails (and then says so)
         text = f"  imports    not available: {', '.join(mods[:5])} (only code that uses them would fail)"
         lines.append(st(text[:width], dim=True))

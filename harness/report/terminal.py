@@ -103,7 +103,7 @@ class Progress:
         with self._lock:
             if self._done:
                 return
-            self.name, self.phase_t0, self.n = str(name)[:80], time.monotonic(), self.n + 1
+            self.name, self.phase_t0, self.n = clean(name)[:80], time.monotonic(), self.n + 1
             if self.tty:
                 self._draw(self.frames[0])
                 self._start()
@@ -118,7 +118,7 @@ class Progress:
         """A line of its own (e.g. why the check daemon was not used); the progress line goes on below it."""
         with self._lock:
             try:
-                self.stream.write(("\r\x1b[K" if self.tty else "") + f"mtxdiag: {text}\n")
+                self.stream.write(("\r\x1b[K" if self.tty else "") + f"mtxdiag: {clean(text)}\n")
                 self.stream.flush()
             except Exception:
                 pass
@@ -222,9 +222,50 @@ def source_line(loc, path=None) -> str | None:
 
 # -- the summary --------------------------------------------------------------------------------
 
+_CONTROL = {c: None for c in list(range(0, 32)) + [127] + list(range(0x80, 0xA0))}
+_CONTROL.update({ord("\t"): " ", ord("\n"): " ", ord("\r"): " "})
+_CONTROL.update({c: None for c in (0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def clean(text) -> str:
+    """Text that cannot drive the terminal: C0/C1 control characters (escape sequences, carriage returns,
+    backspaces) and bidirectional overrides dropped, tabs and line breaks made spaces. Everything printed that
+    came from a submission or a result passes through here (issue 26: a student's line could repaint the
+    screen)."""
+    return str(text).translate(_CONTROL)
+
+
+def clean_block(text) -> str:
+    """As `clean`, keeping line breaks (captured stdout echoed as it was printed)."""
+    return "\n".join(clean(line) for line in str(text).splitlines())
+
+
+def width_for(stream) -> int | None:
+    """Columns to wrap at: COLUMNS when set, the terminal's width on a terminal, None (never wrap: whole lines
+    for CI logs and notebooks) when piped."""
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    if _isatty(stream):
+        return shutil.get_terminal_size((100, 24)).columns
+    return None
+
+
 def _short(text, width) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(clean(text).split())
     return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def _wrap(first: str, text, width: int | None, indent: int) -> list[str]:
+    """`first` + text, wrapped at `width` with later lines under the text's start; one whole line when width is
+    None. `first` may hold colour codes: `indent` is its visible width."""
+    import textwrap
+    text = " ".join(clean(text).split())
+    if width is None:
+        return [first + text]
+    room = max(width - indent, 20)
+    parts = textwrap.wrap(text, room, break_long_words=True, break_on_hyphens=False) or [""]
+    return [first + parts[0]] + [" " * indent + p for p in parts[1:]]
 
 
 def summary(result: dict, json_path=None, html_path=None, color: bool | None = None,
@@ -234,9 +275,10 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
     Fits one screen: at most `max_causes` causes in full (about 5 lines each), the rest by name.
     """
     color = _color(sys.stdout) if color is None else color
-    if width is None:
-        width = shutil.get_terminal_size((100, 24)).columns if _isatty(sys.stdout) else 100
-    width = max(60, min(int(width), 140))
+    wrap_at = width_for(sys.stdout) if width is None else width
+    if wrap_at is not None:
+        wrap_at = max(40, int(wrap_at))
+    width = min(wrap_at or 100, 140)           # for what stays one short line (titles, the list of more)
 
     def st(text, fg=None, bold=False, dim=False, reverse=False):
         if not color:
@@ -258,10 +300,14 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         meta.append(f"{total_s:.1f}s")
     if result.get("quick"):
         meta.append("quick: no training probes")
-    lines = [f"{head} {result.get('submission', '?')}  " + st("(" + ", ".join(meta) + ")", dim=True)]
+    sub, meta_text = clean(result.get("submission", "?")), "(" + ", ".join(meta) + ")"
+    if wrap_at is not None and len(str(v)) + 3 + len(sub) + 2 + len(meta_text) > wrap_at:
+        lines = [f"{head} {sub}", "  " + st(meta_text, dim=True)]     # the path alone; what it was, below
+    else:
+        lines = [f"{head} {sub}  " + st(meta_text, dim=True)]
     err = result.get("error")
     if isinstance(err, dict) and err.get("reason"):
-        lines.append("  " + st(_short(f"the check stopped: {err['reason']}", width - 2), "yellow"))
+        lines += [st(x, "yellow") for x in _wrap("  ", f"the check stopped: {err['reason']}", wrap_at, 2)]
     if v == "clean":
         n_pass = sum(1 for c in checks if c.get("status") == "pass")
         lines.append(f"  No problems found: {n_pass} of {len(checks)} checks passed.")
@@ -271,25 +317,29 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
     for i, d in enumerate(diagnoses[:max_causes], start=1):
         conf = d.get("confidence")
         conf = f"{conf:.0%}" if isinstance(conf, (int, float)) else "?"
-        title = _short(d.get("title", ""), width - len(str(d.get("id"))) - 16)
-        lines.append(f"  {i}. {st(str(d.get('id', '?')), 'cyan', True)}  {title}  {st(conf, dim=True)}")
+        ident = clean(d.get("id", "?"))
+        head_w = 2 + len(str(i)) + 2 + len(ident) + 2          # "  1. id  ": the title's lines start under it
+        got = _wrap(f"  {i}. {st(ident, 'cyan', True)}  ", d.get("title", ""),
+                    None if wrap_at is None else wrap_at - len(conf) - 2, head_w)
+        lines += got[:-1] + [got[-1] + "  " + st(conf, dim=True)]
         ev = d.get("evidence") or []
         if ev:
-            lines.append("     " + st("evidence ", dim=True) + _short(ev[0], width - 14))
+            lines += _wrap("     " + st("evidence ", dim=True), ev[0], wrap_at, 14)
         loc = d.get("location")
-        at = where(loc)
+        at = clean(where(loc))
         if at:
             code = source_line(loc)
-            at_line = st("at       ", dim=True) + st(at, bold=True)
-            if code:
-                room = width - 14 - len(at) - 4
-                if room > 12:
-                    at_line += st("  │ ", dim=True) + _short(code, room)
-            lines.append("     " + at_line)
+            at_line = "     " + st("at       ", dim=True) + st(at, bold=True)
+            if code and (wrap_at is None or 14 + len(at) + 4 + len(clean(code).strip()) <= wrap_at):
+                lines.append(at_line + st("  │ ", dim=True) + clean(code).strip())
+            else:
+                lines.append(at_line)
+                if code:                     # its own line(s) when it does not fit beside the place
+                    lines += _wrap("              " + st("│ ", dim=True), code, wrap_at, 16)
         if d.get("fix"):
-            lines.append("     " + st("fix      ", dim=True) + _short(d["fix"], width - 14))
+            lines += _wrap("     " + st("fix      ", dim=True), d["fix"], wrap_at, 14)
     if len(diagnoses) > max_causes:
-        rest = ", ".join(str(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
+        rest = ", ".join(clean(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes
         lines.append("  " + _short(f"+ {more} more: {rest}" + (" …" if more > 6 else ""), width - 2))
     if result.get("assignment") == "lm" and checks:     # the component checklist, in build order
@@ -304,9 +354,9 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUS_ORDER]
         lines.append("  checks   " + " · ".join(parts))
     if html_path:
-        lines.append("  report   " + st(str(html_path), bold=True))
+        lines.append("  report   " + st(clean(html_path), bold=True))
     if json_path:
-        lines.append("  json     " + str(json_path))
+        lines.append("  json     " + clean(json_path))
     text = "\n".join(lines)
     if not _utf8(sys.stdout):   # e.g. a C-locale CI log: keep the summary printable
         text = text.translate(ASCII_FALLBACK)
@@ -320,9 +370,9 @@ def report_line(html_path, color: bool | None = None) -> str:
     """The summary's `report` line, printed once the HTML report is written (after the summary)."""
     color = _color(sys.stdout) if color is None else color
     if not color:
-        return f"  report   {html_path}"
+        return f"  report   {clean(html_path)}"
     import click
-    return "  report   " + click.style(str(html_path), bold=True)
+    return "  report   " + click.style(clean(html_path), bold=True)
 
 
 def repairs(result: dict, color: bool | None = None) -> str:
@@ -336,9 +386,10 @@ def repairs(result: dict, color: bool | None = None) -> str:
         r = d.get("repair") if isinstance(d, dict) else None
         if not r:
             continue
-        head = f"  repair   {d.get('id')}: {repair_summary(r)}"
+        head = clean(f"  repair   {d.get('id')}: {repair_summary(r)}")
         out.append(click.style(head, fg="green" if r.get("verified") else "yellow") if color else head)
         for ln in diff_lines(r):
+            ln = clean(ln)                 # the student's own lines: no raw escape bytes on a terminal
             fg = {"+": "green", "-": "red", "@": "cyan"}.get(ln[:1])
             out.append("     " + (click.style(ln, fg=fg) if color and fg else ln))
     text = "\n".join(out)

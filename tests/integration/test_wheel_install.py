@@ -1,0 +1,105 @@
+"""A non-editable install checks the lesson clean under bubblewrap (issue 27 item 1).
+
+The wheel is built from this checkout and installed into a fresh venv whose site-packages also holds torch and
+the other dependencies: hard links to the running interpreter's packages (nothing is downloaded; no .pth file
+is carried, so neither an editable install's import hook nor the base site folder is on the venv's path). Torch
+then lives only inside the venv's lib/, the case where the sandbox used to lose it. `mtxdiag check` runs from
+the venv's console script under bubblewrap.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness import sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _need_bwrap():
+    if not sandbox.available():
+        if os.environ.get("MTXDIAG_ISOLATE") == "bwrap":
+            pytest.fail("bubblewrap required (MTXDIAG_ISOLATE=bwrap) but unusable: " + sandbox.unavailable_reason())
+        pytest.skip("bubblewrap unusable here: " + sandbox.unavailable_reason())
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    src = tmp_path_factory.mktemp("src")       # a clean copy: no stale build/ of the checkout ends up in it
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for pkg in ("harness", "reference_model", "mutants"):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = out.glob("mtxdiag-*.whl")
+    return whl
+
+
+def test_wheel_holds_every_package_and_data_file(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for pkg in ("harness", "reference_model", "mutants"):
+        for f in (ROOT / pkg).rglob("*"):
+            if "__pycache__" in f.parts or f.is_dir():
+                continue
+            rel = f.relative_to(ROOT).as_posix()
+            if f.suffix in (".py", ".html", ".toml", ".json", ".pt"):
+                assert rel in names, f"{rel} is not in the wheel"
+
+
+def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
+    _need_bwrap()
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                        text=True).strip())
+    base = Path(sysconfig.get_path("purelib"))
+    shutil.rmtree(site)
+    if subprocess.run(["cp", "-al", str(base), str(site)], capture_output=True).returncode != 0:
+        pytest.skip("cannot hard-link the interpreter's packages into a venv here (another file system)")
+    for f in {*site.glob("*.pth"), *site.glob("__editable__*"), *site.glob("mtxdiag-*")}:
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
+                        "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    where = subprocess.check_output([str(py), "-c", "import harness; print(harness.__file__)"], text=True,
+                                    cwd=tmp_path).strip()
+    assert where.startswith(str(site)), f"harness imported from {where}, not the installed wheel"
+    torch_at = subprocess.check_output([str(py), "-c", "import torch; print(torch.__file__)"], text=True,
+                                       cwd=tmp_path).strip()
+    assert torch_at.startswith(str(site)), torch_at
+    # inside the sandbox the venv is the interpreter's world: torch from its lib/, mtxdiag's installed
+    # packages hidden (the child reads the .py snapshot under /opt/mtxdiag)
+    probe = ("import os, sys, tempfile\nfrom pathlib import Path\nfrom harness import sandbox, scratch\n"
+             "work = Path(tempfile.mkdtemp())\n"
+             "code = 'import os, torch, harness; print(torch.__file__); print(harness.__file__); "
+             "print(sorted(os.listdir(os.path.join(os.path.dirname(torch.__file__), \"..\", \"harness\"))))'\n"
+             "cmd = sandbox.command([sys.executable, '-c', code], work=work, isolate='bwrap')\n"
+             "os.execvpe(cmd[0], cmd, scratch.env(1, work, 'bwrap', 'probe'))\n")
+    r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    torch_in, harness_in, installed = r.stdout.strip().splitlines()
+    assert torch_in.startswith(str(site)), f"the sandboxed child imported torch from {torch_in}"
+    assert harness_in.startswith(sandbox.RUNTIME_MOUNT), harness_in
+    assert installed == "[]", f"the installed harness package is visible in the sandbox: {installed}"
+
+    out = tmp_path / "r.json"
+    env = dict(os.environ, MTXDIAG_ISOLATE="bwrap", MTXDIAG_DAEMON="0", PYTHONPATH="")
+    r = subprocess.run([str(env_dir / "bin" / "mtxdiag"), "check", str(ROOT / "submissions" / "reversal_lesson.py"),
+                        "--quick", "--no-daemon", "--json", str(out), "--html", str(tmp_path / "r.html")],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "clean", (data.get("verdict"), data.get("error"), r.stdout[-3000:], r.stderr[-3000:])
+    assert r.returncode == 0
