@@ -155,7 +155,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
         usual = len(tried)
         if r is not None:
             return r
-    if d["id"] in catalogue.SEARCHED or usual or kinds is None:
+    if d["id"] not in catalogue.NO_SEARCH:       # the usual fix failed, had no edit here, or there is none
         seen = set(tried)
         cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
                  if c.code not in seen]
