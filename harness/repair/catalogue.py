@@ -43,8 +43,6 @@ SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "
           "bound", "finite-minimum", "scale", "flag")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)
-# no search at their line: the line is not where a behaviour goes wrong (a crash's message line is searched)
-NO_SEARCH: tuple = ()
 # never repaired: not a bug of the code's behaviour at a line (the grader, limits, integrity, an interface note)
 NEVER = ("grader-fault", "timeout", "memory-limit", "crashed", "contract-deviation", "tampering",
          "forbidden-operation")
