@@ -35,6 +35,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "bad-output-init": ("unscale", "drop"),
     "missing-residual": ("residual",),
     "decode-stops-early": ("all-rows",),
+    "no-warmup": ("warmup",),
 }
 
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few

@@ -36,7 +36,7 @@ def edits(module: cst.Module, col, a: int, b: int) -> list:
     fn.visit(v)
     params = [p.name.value for p in fn.params.params + fn.params.kwonly_params]
     local = set(params) | {n for n, k in v.count.items() if k > 1}
-    idle = [n for n, k in v.count.items() if k == 1 and n not in ("self", fn.name.value) and
+    idle = [n for n, k in v.count.items() if k == 1 and n not in ("self", fn.name.value) and not n.startswith("_") and
             (n in params or n in col.names)]
     idle = [n for n in idle if n in params or _assigned(fn, n)]
     if not idle:

@@ -342,6 +342,15 @@ def loss_ignores_pad(node, names: set):
     return [("ignore-pad", f"ignore_index={pad}", _add_kw(node, "ignore_index", pad))] if pad else []
 
 
+def warmup_ratio(node):
+    """min((s + 1) * warmup, 1.0) -> (s + 1) / warmup: a warmup that multiplies by its length reaches 1 at once."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and
+            isinstance(node.right, cst.Name) and "warm" in node.right.value.lower()):
+        return []
+    op = cst.Divide(whitespace_before=node.operator.whitespace_before, whitespace_after=node.operator.whitespace_after)
+    return [("warmup", f"divided by {node.right.value} instead of multiplied", node.with_changes(operator=op))]
+
+
 def all_rows(node):
     """`tok[0, 0] == EOS` (the first row decides for the batch) -> `(tok == EOS).all()`."""
     if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and
@@ -385,4 +394,4 @@ def sibling_name(node, pairs: dict):
 
 
 EDITORS = (softmax_axis, unwrap_softmax, reduction_axis, triangle, polarity, finite_minimum, scale, heads, offsets, flags,
-           swapped_args, bounds, learning_rate, all_rows)
+           swapped_args, bounds, learning_rate, all_rows, warmup_ratio)

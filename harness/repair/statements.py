@@ -110,8 +110,11 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
     fn.visit(v)
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
     from .inputs import _assigned
-    idle = [n for n, k in v.count.items() if k == 1 and n != fn.name.value and ("mask" in n.lower() or n in (
-        "causal", "future", "tri", "src_mask", "tgt_mask")) and n != "self" and (n in params or _assigned(fn, n))]
+    passed = _call_args(fn)
+    maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or n in (
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or _assigned(fn, n))]
+    # built and never read, or a parameter (however defaulted) that no call is ever given
+    idle = [n for n in maskish if v.count[n] == 1 or (n in params and n not in passed)]
     out = []
     body = stmt.body[0]
     for n in idle:
@@ -185,3 +188,15 @@ def _residual(body):
     x = body.targets[0].target.value
     new = cst.parse_expression(f"{x} + {_code(arg.value)}")
     return body.with_changes(value=body.value.with_changes(args=[arg.with_changes(value=new)]))
+
+
+def _call_args(fn) -> set:
+    """Names given to some call inside fn, as an argument's value."""
+    found = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Arg(self, node):
+            if isinstance(node.value, cst.Name):
+                found.add(node.value.value)
+    fn.visit(V())
+    return found

@@ -155,14 +155,14 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
         usual = len(tried)
         if r is not None:
             return r
-    if d["id"] in catalogue.SEARCHED or usual or kinds is None:
-        seen = set(tried)
-        cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
-                 if c.code not in seen]
-        r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
-                    tried, rejected)
-        if r is not None:
-            return dict(r, usual_tried=usual)
+    # the usual fix failed, had no edit at the line, or the cause has none: the generic search
+    seen = set(tried)
+    cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
+             if c.code not in seen]
+    r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
+                tried, rejected)
+    if r is not None:
+        return dict(r, usual_tried=usual)
     if not tried:
         return None
     return {"verified": False, "found_by": "catalogue" if usual else "search", "tried": len(tried),

@@ -114,7 +114,7 @@ def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap"}
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup"}
     for cause, kinds in catalogue.BY_CAUSE.items():
         assert set(kinds) <= src_kinds, cause
     assert set(catalogue.SEARCH) <= src_kinds
@@ -209,3 +209,11 @@ def test_unwrap_softmax_and_a_note_that_goes():
     before = {"param-count": _check("param-count", "info"), "shapes": _check("shapes", "pass")}
     after = {"param-count": _check("param-count", "pass"), "shapes": _check("shapes", "info")}
     assert verify.changed(before, after, [], set()) == ["shapes: pass -> info"]
+
+
+def test_a_mask_parameter_no_call_is_given_and_a_warmup_that_multiplies():
+    src = ("class B:\n    def forward(self, x, causal=None):\n        causal = self.causal if causal is None else causal\n"
+           "        x = self.norm1(x + self.attn(x))\n        return x\n")
+    assert any("self.norm1(x + self.attn(x, causal=causal))" in c.code for c in only(src, 4, "unused-mask"))
+    src2 = "def t(opt, warmup):\n    return LambdaLR(opt, lambda s: min((s + 1) * warmup, 1.0))\n"
+    assert "min((s + 1) / warmup, 1.0)" in only(src2, 2, "warmup")[0].code
