@@ -174,10 +174,11 @@ def module_called(exc: BaseException, files: dict) -> dict | None:
     return None
 
 
-SHAPE_TEXT = ("size of tensor", "must match", "shape", "mat1 and mat2", "dimension", "broadcast", "expected",
-              "dtype", "index", "out of range")
+# Errors about a value's shape or dtype (not its contents: an index out of bounds is about the values).
+SHAPE_TEXT = ("size of tensor", "must match", "shape", "mat1 and mat2", "dimension out of range", "broadcast",
+              "dtype", "expected scalar type", "expected all tensors")
 SHAPING = {"unsqueeze", "view", "reshape", "transpose", "permute", "expand", "__getitem__", "squeeze", "flatten",
-           "repeat", "arange", "expand_as", "view_as", "t", "T", "mT", "to", "type", "long", "int", "float",
+           "repeat", "arange", "expand_as", "view_as", "t", "T", "mT", "long", "int", "float",
            "half", "stack", "cat", "tensor", "einsum", "rearrange"}
 
 
