@@ -209,6 +209,8 @@ def crash_origin(failed, ops) -> dict | None:
         if len(back) != 1 or not back[0].outs or not op.outs or back[0].outs[0].shape != op.outs[0].shape:
             break
         op = back[0]
+    if op.name not in SHAPING:      # made by arithmetic or a copy (.to, .clone): no shaping step to name
+        return None
     at = (op.stack[0][0], op.stack[0][1])
     if at == raised_at:
         return None
