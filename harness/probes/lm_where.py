@@ -52,7 +52,9 @@ def _built_at(frames: list, files: dict) -> dict | None:
 def _missing_attributes(message: str) -> list[str]:
     """'Missing key(s) in state_dict: "a.b.weight", "bias".' -> ['b', 'bias'] (the attribute each key names)."""
     m = re.search(r"Missing key\(s\) in state_dict:(.*?)(?:Unexpected key|size mismatch|\n|$)", message, re.S)
-    return _attrs(re.findall(r'"([^"]+)"', m.group(1)) if m else [])
+    keys = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    # "w1.bias" missing: the module has a bias parameter the contract does not (defined as self.bias)
+    return (["bias"] if keys and all(k.split(".")[-1] == "bias" for k in keys) else []) + _attrs(keys)
 
 
 def _definition(attr: str, files: dict) -> dict | None:
