@@ -54,7 +54,8 @@ def _missing_attributes(message: str) -> list[str]:
     m = re.search(r"Missing key\(s\) in state_dict:(.*?)(?:Unexpected key|size mismatch|\n|$)", message, re.S)
     keys = re.findall(r'"([^"]+)"', m.group(1)) if m else []
     # "w1.bias" missing: the module has a bias parameter the contract does not (defined as self.bias)
-    return (["bias"] if keys and all(k.split(".")[-1] == "bias" for k in keys) else []) + _attrs(keys)
+    extra = ["bias"] if keys and all(k.split(".")[-1] == "bias" for k in keys) else []
+    return extra + [a for a in _attrs(keys) if a not in extra]
 
 
 def _definition(attr: str, files: dict) -> dict | None:
