@@ -196,8 +196,8 @@ def as_plain(out, comp: str, case: str, ctx=None):
         raise Outcome(check(f"lm-{comp}", "error", {"problem": problem}, "a plain float tensor",
                             f"{problem} on {case}", data={"component": comp, "kind": "interface",
                                                           "adapter": name, "case": case, "message": problem},
-                            location=ctx.cache.get("lm_returned_at", {}).get(comp)
-                            if out is None and ctx is not None else None))
+                            location=ctx.cache.get("lm_returned_at", {}).get(comp)   # the adapter's return
+                            if ctx is not None else None))
     return out.detach()
 
 

@@ -52,7 +52,10 @@ def _built_at(frames: list, files: dict) -> dict | None:
 def _missing_attributes(message: str) -> list[str]:
     """'Missing key(s) in state_dict: "a.b.weight", "bias".' -> ['b', 'bias'] (the attribute each key names)."""
     m = re.search(r"Missing key\(s\) in state_dict:(.*?)(?:Unexpected key|size mismatch|\n|$)", message, re.S)
-    return _attrs(re.findall(r'"([^"]+)"', m.group(1)) if m else [])
+    keys = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    # "w1.bias" missing: the module has a bias parameter the contract does not (defined as self.bias)
+    extra = ["bias"] if keys and all(k.split(".")[-1] == "bias" for k in keys) else []
+    return extra + [a for a in _attrs(keys) if a not in extra]
 
 
 def _definition(attr: str, files: dict) -> dict | None:
@@ -174,10 +177,11 @@ def module_called(exc: BaseException, files: dict) -> dict | None:
     return None
 
 
-SHAPE_TEXT = ("size of tensor", "must match", "shape", "mat1 and mat2", "dimension", "broadcast", "expected",
-              "dtype", "index", "out of range")
+# Errors about a value's shape or dtype (not its contents: an index out of bounds is about the values).
+SHAPE_TEXT = ("size of tensor", "must match", "shape", "mat1 and mat2", "dimension out of range", "broadcast",
+              "dtype", "expected scalar type", "expected all tensors")
 SHAPING = {"unsqueeze", "view", "reshape", "transpose", "permute", "expand", "__getitem__", "squeeze", "flatten",
-           "repeat", "arange", "expand_as", "view_as", "t", "T", "mT", "to", "type", "long", "int", "float",
+           "repeat", "arange", "expand_as", "view_as", "t", "T", "mT", "long", "int", "float",
            "half", "stack", "cat", "tensor", "einsum", "rearrange"}
 
 
@@ -208,6 +212,8 @@ def crash_origin(failed, ops) -> dict | None:
         if len(back) != 1 or not back[0].outs or not op.outs or back[0].outs[0].shape != op.outs[0].shape:
             break
         op = back[0]
+    if op.name not in SHAPING:      # made by arithmetic or a copy (.to, .clone): no shaping step to name
+        return None
     at = (op.stack[0][0], op.stack[0][1])
     if at == raised_at:
         return None

@@ -49,3 +49,10 @@ def test_no_origin_when_both_operands_are_the_course_inputs(tmp_path):
     src = "def rotate(x, positions):\n    return x * positions\n"
     rec, out = _run(tmp_path, "crash_rope_c", src, torch.randn(4, 12, 8), torch.randn(5))
     assert rec.failed is not None and crash_origin(rec.failed, rec.ops) is None
+
+
+def test_no_origin_when_the_operand_was_only_copied(tmp_path):
+    # x @ w without the transpose: the weight was cast, not shaped; the matmul's own line stays the location
+    src = "import torch\n\n\ndef rotate(x, w):\n    w = w.to(torch.float32)\n    return x @ w\n"
+    rec, out = _run(tmp_path, "crash_rope_d", src, torch.randn(2, 5, 16), torch.randn(24, 16))
+    assert rec.failed is not None and crash_origin(rec.failed, rec.ops) is None
