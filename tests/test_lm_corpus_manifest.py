@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.lm_table import NAMES, registry_name
+
 LM = Path(__file__).parent / "corpus" / "lm"
 MANIFEST = json.loads((LM / "manifest.json").read_text())
-COMPONENTS = {"linear", "embedding", "rmsnorm", "silu", "swiglu", "softmax", "sdpa", "rope", "mha", "mha_rope",
-              "block", "lm", "cross_entropy", "adamw", "lr_schedule", "gradient_clipping", "get_batch"}
+COMPONENTS = {registry_name(c) for c in NAMES}      # the one table (harness/lm_table.py)
 
 _spec = importlib.util.spec_from_file_location("lmcorpus_tools", LM / "tools" / "lmcorpus.py")
 lmcorpus = importlib.util.module_from_spec(_spec)

@@ -22,6 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ..checks import BY_ID, num, value
 from . import figures as F
 from . import lm_sections
 from .lm_checklist import html_rows
@@ -97,6 +98,7 @@ SECTIONS = [
      ("block-weights", "block-causal"), False),
 ]
 
+_LR_PEAK, _LR_WARMUP = value("lr-schedule", "lesson_peak"), value("lr-schedule", "lesson_warmup")
 INTRO = {
     "cross-attention": "Your model is trained briefly with your own train() (400 steps, batch 32), then run on one "
                        "6-digit source. Reversal needs target position i to attend to source position n-1-i: a bright "
@@ -105,25 +107,27 @@ INTRO = {
                        "source is ignored (is memory reaching every decoder layer?). Rows are the tokens your model "
                        "generated at each target position (* marks one that differs from the correct next token), "
                        "columns the source tokens; colour runs from 0 to 1.",
-    "training": "Loss, learning rate and gradient norm per optimizer step of your train() during the brief training. "
-                "A healthy run starts near 2.6-3.5 and falls steadily; stuck near ln 13 = 2.565 means nothing is "
-                "learned (learning rate or gradient flow); under 0.05 within 200 steps means the labels leak into "
-                "the input.",
-    "lr-schedule": "The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
-                   "with your defaults for lr and warmup). The lesson warms up linearly from 2.5e-06 to 1e-3 over "
-                   "400 steps, then stays flat.",
+    "training": f"Loss, learning rate and gradient norm per optimizer step of your train() during the brief training "
+                f"({value('brief-training', 'steps')} steps, batch {value('brief-training', 'batch')}). "
+                f"Correct code starts at {BY_ID['first-loss'].correct} and falls steadily; stuck near ln 13 = 2.565 "
+                f"means nothing is learned (learning rate or gradient flow); a loss that falls almost to 0 at once "
+                f"means the labels leak into the input.",
+    "lr-schedule": f"The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
+                   f"with your defaults for lr and warmup). The lesson warms up linearly from "
+                   f"{_LR_PEAK / _LR_WARMUP:.2g} to {num(_LR_PEAK)} over {_LR_WARMUP} steps, then stays flat.",
     "positional": "The table your positional encoding adds to a zero input (rows: positions 0-49, columns: the 64 "
                   "dimensions). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
                   "to right.",
     "causal": "Which decoder outputs change when one decoder input token changes (the lesson's leakage test, for "
               "every position). Correct is lower-triangular: output i may depend on inputs 0..i only. A cell above "
               "the diagonal is a future leak: training looks excellent and generation fails.",
-    "rowmax": "For each row of the first attention layer of the untrained model, the largest attention weight. With "
-              "the 1/sqrt(d_k) scaling the mean sits around 0.45-0.53; without it softmax saturates and the mean is "
-              "near 0.8 or above.",
-    "overfit": "A fresh model (dropout 0) trained on one fixed batch of 8 with Adam at lr 1e-3. A correct model "
-               "memorises it: below 0.05 within 400 steps (correct code: in 27-120 steps); training stops there. A model that "
-               "cannot has a wiring bug.",
+    "rowmax": f"For each row of the first attention layer of the untrained model, the largest attention weight. With "
+              f"the 1/sqrt(d_k) scaling correct code's mean is {BY_ID['attn-saturation'].correct}; without it softmax "
+              f"saturates and the mean is {value('attn-saturation', 'unscaled')}.",
+    "overfit": f"A fresh model (dropout 0) trained on one fixed batch of {value('overfit', 'batch')} with Adam at lr "
+               f"{num(value('overfit', 'lr'))}. A correct model memorises it: {BY_ID['overfit'].text} within "
+               f"{value('overfit', 'max_steps')} steps (correct code: in {value('overfit', 'correct_steps')} steps); "
+               f"training stops there. A model that cannot has a wiring bug.",
     "block-weights": "The self-attention weights of each head of your TransformerBlock on one input, without and "
                      "with the causal mask. With the mask, everything above the diagonal must be 0.",
 }
@@ -167,7 +171,7 @@ def absent_reason(result: dict, section: tuple) -> str:
         return "Not measured: required names are missing (see the diagnosis above), so the probes did not run."
     if train_only and result.get("quick"):
         return ("Not measured: this was a --quick check, which skips the training probes. Run "
-                "`mtxdiag check FILE` without --quick (about 30 s more) to see it.")
+                "`mtxdiag check FILE` without --quick to see it.")
     for pid in producers:
         c = by_id.get(pid)
         if c is None:
