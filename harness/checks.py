@@ -15,7 +15,10 @@ from . import lm_table
 
 def num(v: float) -> str:
     """A declared number as the texts write it: 0.62, 2.4, 1e-4, 400."""
-    return f"{v:g}".replace("e-0", "e-").replace("e+0", "e")
+    if v and abs(v) <= 1e-3:
+        mantissa, exp = f"{v:e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exp)}"
+    return f"{v:g}"
 
 
 @dataclass(frozen=True)

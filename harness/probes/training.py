@@ -13,7 +13,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from ..checks import bound, value
+from ..checks import bound, num, value
 from ..intercept import Recorder, StepLosses
 from . import locate
 from .base import StudentError, check, manual_seed, rnd
@@ -241,8 +241,8 @@ def trace(ctx):
     lr_line, sched_line = _optimizer_line(ctx)
     checks.append(check("lr-schedule", "pass" if lr_ok else "fail",
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
-                        f"warmup from ~0 to a peak {min_peak} (lesson: {peak_l / warm_l:.2g} at step 1, "
-                        f"{peak_l:g} at step {warm_l})",
+                        f"warmup from ~0 to a peak {min_peak} (lesson: {num(peak_l / warm_l)} at step 1, "
+                        f"{num(peak_l)} at step {warm_l})",
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
                         data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup,
                               "optimizer": tr["mech"].get("optimizer")},

@@ -113,7 +113,7 @@ def lr_trace(trace: dict) -> Figure:
            f"{first:.2e} at step 1, peak {peak:.2e} first reached near step {peak_step}; "
            f"the lesson's schedule (dashed) warms up linearly to {num(LESSON_PEAK)} over {LESSON_WARMUP} steps.")
     cap = (f"lr {first:.2e} at step 1, peak {peak:.2e} (near step {peak_step}); lesson: "
-           f"{LESSON_PEAK / LESSON_WARMUP:.2g} at step 1, {num(LESSON_PEAK)} from step {LESSON_WARMUP}")
+           f"{num(LESSON_PEAK / LESSON_WARMUP)} at step 1, {num(LESSON_PEAK)} from step {LESSON_WARMUP}")
     return to_figure(fig, alt, cap)
 
 

@@ -114,7 +114,7 @@ INTRO = {
                 f"means the labels leak into the input.",
     "lr-schedule": f"The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
                    f"with your defaults for lr and warmup). The lesson warms up linearly from "
-                   f"{_LR_PEAK / _LR_WARMUP:.2g} to {num(_LR_PEAK)} over {_LR_WARMUP} steps, then stays flat.",
+                   f"{num(_LR_PEAK / _LR_WARMUP)} to {num(_LR_PEAK)} over {_LR_WARMUP} steps, then stays flat.",
     "positional": "The table your positional encoding adds to a zero input (rows: positions 0-49, columns: the 64 "
                   "dimensions). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
                   "to right.",
