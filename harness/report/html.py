@@ -28,6 +28,7 @@ from . import lm_sections
 from .lm_checklist import html_rows
 from .terminal import source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
+from .text import reference_run_text
 from .text import trunc as _str
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -251,8 +252,8 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
         if sid == "training" and present and isinstance(art.get("training"), dict):
             ref = result.get("reference")
             if not (isinstance(ref, dict) and isinstance(ref.get("training"), dict)):
-                entry["note"] = ("The reference's curves are not in this result, so yours are shown alone "
-                                 "(the lesson's healthy run: 3.35 at step 1, 0.90 at step 400 with batch 64).")
+                entry["note"] = "The reference's curves are not in this result, so yours are shown alone" + \
+                    reference_run_text() + "."
         if sid == "cross-attention" and present:
             entry["extra"] = _cross_text(result, art)
         if not present:
