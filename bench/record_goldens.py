@@ -78,6 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--no-corpus", action="store_true", help="self-test cases only")
     ap.add_argument("--missing", action="store_true", help="only cases without a golden yet")
+    ap.add_argument("--reverse", action="store_true", help="last case first (a second recorder meets the first)")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtxdiag-goldens-") as tmp:
@@ -88,8 +89,15 @@ def main(argv=None) -> int:
             cases = [c for c in cases if args.only in c.name]
         if args.missing:
             cases = [c for c in cases if not (OUT / file_name(c.name)).exists()]
+        if args.reverse:
+            cases.reverse()
 
         def one(case):
+            if args.missing and (OUT / file_name(case.name)).exists():
+                return           # recorded meanwhile (by a second recorder)
+            record_one(case)
+
+        def record_one(case):
             t = time.monotonic()
             g = record(case, quick=False)
             (OUT / file_name(case.name)).write_text(json.dumps(g, indent=1, sort_keys=True) + "\n")

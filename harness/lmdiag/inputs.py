@@ -1,7 +1,7 @@
 """Seeded inputs per `lm` component, the outputs they give, and how two outputs are compared.
 
 One *draw* is one seed: the same shapes with new random values. The shapes are chosen so
-that every lm mutant of a component shows on them (see tests/test_lm_mutants.py `_measure`):
+that every lm mutant of a component shows on them (see tests/unit/test_lm_mutants.py `_measure`):
 non-square linear maps, RoPE positions (1-D) with an offset and gaps, RMSNorm at
 small activations (1e-3, where eps matters) and in float16 at ~400 (x^2 overflows without the
 float32 upcast), softmax over dim 0/1 and at logits ~1e3, 3-D and 4-D attention with queries !=

@@ -11,7 +11,7 @@ from harness.loader import load, read_source
 from harness.probes import overfit
 from harness.probes.base import Context, manual_seed
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _overfit(path: Path):

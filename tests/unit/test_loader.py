@@ -192,7 +192,7 @@ def test_filter_module_keeps_only_definitions():
 
 
 def test_the_lessons_own_file_skips_its_demos():
-    raw = (Path(__file__).resolve().parent.parent / "submissions" / "reversal_lesson.py").read_bytes()
+    raw = (Path(__file__).resolve().parents[2] / "submissions" / "reversal_lesson.py").read_bytes()
     text = raw.decode()
     module, source = load_bytes(raw, "reversal_lesson.py")
     skipped = {s["code"].splitlines()[0]: s for s in source.skipped}

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.pytest_plugin import component_of
 
 pytest_plugins = "pytester"
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUG = ROOT / "tests" / "corpus" / "lm" / "bugs" / "rope_halves.py"
 
 COURSE_TESTS = '''
@@ -70,11 +69,3 @@ def test_without_the_option_nothing_is_added(repo):
     assert "mtxdiag" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("name, component", [
-    ("test_rope", "rope"), ("test_multihead_self_attention_with_rope", "mha_rope"),
-    ("test_multihead_self_attention", "mha"), ("test_4d_scaled_dot_product_attention", "sdpa"),
-    ("test_transformer_lm_truncated_input", "lm"), ("test_transformer_block", "block"),
-    ("test_silu_matches_pytorch", "silu"), ("test_swiglu", "swiglu"), ("test_get_lr_cosine_schedule", "lr_schedule"),
-    ("test_cross_entropy[case1]", "cross_entropy"), ("test_unrelated_helper", None), ("helper_rope", None)])
-def test_test_names_map_to_components(name, component):
-    assert component_of(name) == component
