@@ -5,6 +5,8 @@ Imported by child.py before any student code runs, so the guard (capture.py) wat
 """
 from __future__ import annotations
 
+from .identity import GRADER_PREFIXES
+
 
 def tamper_check(check, guard, source) -> dict:
     """Only changes the student's own code made: torch's side effects (schedulers, compile, hooks) never count."""
@@ -23,7 +25,7 @@ def tamper_check(check, guard, source) -> dict:
 def add_integrity(result, check, audit, guard, source, captured):
     """What the student's code tried outside its lane (check `forbidden-ops`), and how much it printed."""
     for name, line, where in guard.module_changes:
-        if name.split(".")[0] in ("torch", "harness", "reference_model", "mutants", "mtxdiag"):
+        if name.split(".")[0] in ("torch",) + GRADER_PREFIXES:
             audit.add_finding("sys.modules", name, line)
     attempts = audit.attempts()
     result["output_chars"] = captured.size + captured.dropped
