@@ -11,6 +11,7 @@ from .figure_common import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, f
 # declared in checks.py (the probe and the check's expected text use the same values)
 OVERFIT = BY_ID["overfit"]
 LESSON_PEAK, LESSON_WARMUP = value("lr-schedule", "lesson_peak"), value("lr-schedule", "lesson_warmup")
+LAST = value("brief-training", "last")        # the brief-training check's mean: the same steps
 
 
 # -- training curves --------------------------------------------------------------------------------
@@ -73,17 +74,17 @@ def training(tr: dict, ref: dict | None) -> Figure:
         ax.grid()
     axes[0].legend("upper right")
     loss = mine["loss"][1] if mine["loss"] is not None else None
-    tail = loss[np.isfinite(loss)][-20:] if loss is not None else np.array([])
+    tail = loss[np.isfinite(loss)][-LAST:] if loss is not None else np.array([])
     final = float(tail.mean()) if tail.size else math.nan
     ref_loss = theirs["loss"][1] if theirs["loss"] is not None else None
-    rtail = ref_loss[np.isfinite(ref_loss)][-20:] if ref_loss is not None else np.array([])
+    rtail = ref_loss[np.isfinite(ref_loss)][-LAST:] if ref_loss is not None else np.array([])
     rfinal = float(rtail.mean()) if rtail.size else math.nan
     n = len(tr.get("loss") or []) if isinstance(tr.get("loss"), list) else 0
     alt = (f"Training curves of your train() over {n} steps: loss, learning rate and gradient norm per step"
            + (", with the reference's as dashed lines" if ref else "")
-           + f". Mean loss of the last 20 steps: yours {fmt(final)}"
+           + f". Mean loss of the last {LAST} steps: yours {fmt(final)}"
            + (f", reference {fmt(rfinal)}." if math.isfinite(rfinal) else "."))
-    cap = f"Mean loss over the last 20 steps: {fmt(final, 3)}" + \
+    cap = f"Mean loss over the last {LAST} steps: {fmt(final, 3)}" + \
           (f" (reference {fmt(rfinal, 3)})" if math.isfinite(rfinal) else "")
     return to_figure(fig, alt, cap)
 

@@ -116,8 +116,8 @@ INTRO = {
     "lr-schedule": f"The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
                    f"with your defaults for lr and warmup). The lesson warms up linearly from "
                    f"{num(_LR_PEAK / _LR_WARMUP)} to {num(_LR_PEAK)} over {_LR_WARMUP} steps, then stays flat.",
-    "positional": "The table your positional encoding adds to a zero input (rows: positions 0-49, columns: the 64 "
-                  "dimensions). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
+    "positional": "The table your positional encoding adds to a zero input (rows: positions, columns: the model's "
+                  "dimensions; the figure says how many). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
                   "to right.",
     "causal": "Which decoder outputs change when one decoder input token changes (the lesson's leakage test, for "
               "every position). Correct is lower-triangular: output i may depend on inputs 0..i only. A cell above "

