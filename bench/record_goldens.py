@@ -34,13 +34,24 @@ COMMAND = "python bench/record_goldens.py"
 COMPARED = ("assignment", "verdict", "diagnoses", "checks", "skipped_code", "error")
 
 
-def corpus_cases() -> list[Case]:
+def _corpus_entries() -> list[dict]:
     import importlib.util
     spec = importlib.util.spec_from_file_location("bench_corpus", ROOT / "bench" / "corpus.py")
     corpus = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(corpus)
+    return corpus.entries()
+
+
+def corpus_cases() -> list[Case]:
+    """The corpus's files (tests/corpus): its bugs carry no single expected cause (the manifest lists the
+    acceptable ones), so a golden of one records the result only; `corpus_kinds` says which are correct."""
     return [Case(f"corpus/{e['assignment']}/{e['file']}", Path(e["path"]), None, e["assignment"])
-            for e in corpus.entries()]
+            for e in _corpus_entries()]
+
+
+def corpus_kinds() -> dict[str, str]:
+    """Corpus case name -> the manifest's kind ("correct" or "bug")."""
+    return {f"corpus/{e['assignment']}/{e['file']}": e["kind"] for e in _corpus_entries()}
 
 
 def slim_payload(payload: dict) -> dict:
