@@ -13,7 +13,7 @@ API, one submission per child process), --quick unless --full, for seeds 0..N-1.
       gains a cause that rightly names a corpus bug, add its id to that entry's acceptable_causes;
   (d) line accuracy: single-line bugs whose top diagnosis points within +-1 of the bug line (notebooks: the
       same cell, cell_line within +-1), over those with a location; how many had none is reported too.
-Writes bench/results/corpus.json. tests/test_corpus.py asserts issue 11's done-when on the same numbers.
+Writes bench/results/corpus.json. tests/quality/test_corpus_bars.py asserts issue 11's done-when on the same numbers.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def run(selected: list[dict], *, quick: bool = True, seeds: int = 1, jobs: int =
         log=None, warm: bool = False) -> list[dict]:
     """check_file on every (entry, seed); returns one record per run with the result's essentials.
     warm: each check a fork of a warm worker, as `grade` runs them (the same results, without a new
-    interpreter and torch import per check; tests/test_warm.py compares the two)."""
+    interpreter and torch import per check; tests/integration/test_warm.py compares the two)."""
     jobs_list = [(e, s) for e in selected for s in range(seeds)]
 
     def one(job):

@@ -10,15 +10,68 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import lm_table
+
+
+def num(v: float) -> str:
+    """A declared number as the texts write it: 0.62, 2.4, 1e-4, 400."""
+    if v and abs(v) <= 1e-3:
+        mantissa, exp = f"{v:e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exp)}"
+    return f"{v:g}"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A threshold held as a value: the probe compares with it and every text that states it renders it.
+
+    Both ends: a closed range, written "2.4-6.5". One end: strictly above `lo` ("> 1e-3") or below `hi`
+    ("< 1e-4"); `closed` makes it <= / >=."""
+    lo: float | None = None
+    hi: float | None = None
+    closed: bool = False
+
+    def ok(self, x: float) -> bool:
+        if self.lo is not None and self.hi is not None:
+            return self.lo <= x <= self.hi
+        if self.hi is not None:
+            return x <= self.hi if self.closed else x < self.hi
+        return x >= self.lo if self.closed else x > self.lo
+
+    def __str__(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            return f"{num(self.lo)}-{num(self.hi)}"
+        if self.hi is not None:
+            return f"{'<=' if self.closed else '<'} {num(self.hi)}"
+        return f"{'>=' if self.closed else '>'} {num(self.lo)}"
+
+
+def Range(lo: float, hi: float) -> Bound:
+    return Bound(lo, hi)
+
 
 @dataclass(frozen=True)
 class Check:
+    """`threshold` is a Bound where the check compares a number (the probe reads it: `bound(id)`), prose
+    where it compares something else. `correct`: the spread correct code measured (the report's 'expected'
+    and the figures draw it); `values`: other numbers the probe runs with and the texts state."""
     id: str
     measures: str
-    threshold: str = ""
+    threshold: str | Bound = ""
     source: str = ""              # where the threshold comes from
     component: str | None = None  # a contract component the check calls directly (not the whole model)
     compares: bool = False        # compares two forward passes
+    correct: Bound | None = None
+    values: tuple = ()            # (name, value) pairs
+
+    @property
+    def bound(self) -> Bound | None:
+        return self.threshold if isinstance(self.threshold, Bound) else None
+
+    @property
+    def text(self) -> str:
+        """The threshold as every text states it."""
+        return str(self.threshold)
 
 
 C = Check
@@ -31,43 +84,48 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                "the lesson's task"),
              C("data-digits", "make_batch: every digit 0-9 appears in ~1,800 sampled source digits", "none missing",
                "a digit drawn with probability >= 1% is missing with probability < 1e-8")),
-    "pe": (C("pe-formula", "positional table against sin/cos of the lesson", "max error < 1e-4", "float32 noise",
+    "pe": (C("pe-formula", "max |positional table - sin/cos of the lesson|", Bound(hi=1e-5), "float32 noise",
              component="PositionalEncoding"),
            C("pe-buffer", "positional table is a buffer, not a trained parameter", "no Parameter",
              "the lesson", component="PositionalEncoding"),
            C("pe-relative", "block: PE(t+k) is a fixed rotation of PE(t)", "error < 1e-3", "float32 noise")),
     "eval-determinism": (C("eval-determinism", "relative difference of two eval-mode passes (default dropout)",
                            "0 exactly", "a correct eval pass is deterministic on CPU"),),
-    "batch-independence": (C("batch-independence", "change of sample 0 when the other samples change",
-                             "< 1e-5 relative", "correct corpus: 0 (bitwise) over 5 seeds; float noise ~1e-7",
+    "batch-independence": (C("batch-independence", "relative change of sample 0 when the other samples change",
+                             Bound(hi=1e-5), "correct corpus: 0 (bitwise) over 5 seeds; float noise ~1e-7",
                              compares=True),),
-    "first-loss": (C("first-loss", "cross-entropy of the untrained model on 64 samples", "2.6-4.2",
-                     "correct implementations 3.15-3.62 over 5 seeds; bad output layers 12-17"),),
+    "first-loss": (C("first-loss", "cross-entropy of the untrained model on 64 samples", Range(2.4, 6.5),
+                     "below: ln 13 = 2.565 (a zero-initialised output layer, correct) minus a margin; leaking labels "
+                     "pull it under 2. Above: between the correct corpus's 4.92 (output weights tied to N(0, 1) "
+                     "embeddings, logit std 1.7) and bad output layers' 12-17 (bench/corpus.py, 5 seeds)",
+                     correct=Range(2.57, 4.92)),),
     "attn-rows-sum": (C("attn-rows-sum", "|sum over the keys - 1| of the weights multiplied with V "
-                        "(key axis found by its length in cross-attention)", "< 1e-4", "float32 noise ~1e-7",
+                        "(key axis found by its length in cross-attention)", Bound(hi=1e-4), "float32 noise ~1e-7",
                         compares=True),),
-    "attn-saturation": (C("attn-saturation", "mean largest attention weight per row at init", "< 0.62",
-                          "correct 0.23-0.46 (70 runs), unscaled mutant 0.75-0.81 (10 seeds)"),),
-    "heads-permutation": (C("heads-permutation", "max |MHA(Px) - P MHA(x)|", "< 1e-4", "float32 noise",
+    "attn-saturation": (C("attn-saturation", "mean largest attention weight per row at init", Bound(hi=0.62),
+                          "between correct code (70 runs of 14 implementations, bench/calibrate.py) and the "
+                          "unscaled mutant's unscaled (10 seeds), with a margin on both sides",
+                          correct=Range(0.23, 0.46), values=(("unscaled", Range(0.75, 0.81)),)),),
+    "heads-permutation": (C("heads-permutation", "max |MHA(Px) - P MHA(x)|", Bound(hi=1e-4), "float32 noise",
                             component="MultiHeadAttention", compares=True),),
     "causal-leak": (C("causal-leak", "max change of earlier outputs when a later decoder token changes",
-                      "< 1e-5", "correct: 0 (bitwise)", compares=True),),
+                      Bound(hi=1e-5), "correct: 0 (bitwise)", compares=True),),
     "padding-invariance": (C("padding-invariance", "change of real positions' logits when padded to length 10",
-                             "< 1e-4", "correct corpus < 1e-5", compares=True),),
+                             Bound(hi=1e-4), "correct corpus < 1e-5", compares=True),),
     "padded-row-finite": (C("padded-row-finite", "finite logits and gradients with an all-PAD source row",
                             "finite", "-inf masks give NaN there"),),
     "gradient-flow": (C("gradient-flow", "parameters of modules that ran without a non-zero gradient", "none",
                         "every used parameter must learn"),),
     "residual": (C("residual-enc", "EncoderLayer with Linear weights zeroed: output spread over positions",
-                   "> 1e-3", "reference ~1; missing residual 0", component="EncoderLayer"),
+                   Bound(lo=1e-3), "reference ~1; missing residual 0", component="EncoderLayer"),
                  C("residual-dec", "DecoderLayer with Linear weights zeroed: output spread over positions",
-                   "> 1e-3", "reference ~1; missing residual 0", component="DecoderLayer")),
-    "cross-wiring": (C("source-sensitivity", "mean change of logits when every source token changes", "> 1e-4",
+                   Bound(lo=1e-3), "reference ~1; missing residual 0", component="DecoderLayer")),
+    "cross-wiring": (C("source-sensitivity", "mean change of logits when every source token changes", Bound(lo=1e-4),
                        "correct ~0.1-1"),
                      C("cross-attn-wiring", "encoder output used as key/value (not query) of cross-attention",
                        "kv in every decoder layer, never query", "the lesson")),
     "stateless-forward": (C("stateless-forward", "change of the output for batch B after seeing batch A",
-                            "< 1e-5", "correct: 0", compares=True),),
+                            Bound(hi=1e-5), "correct: 0", compares=True),),
     "embedding-scale": (C("embedding-scale", "std of the token part / std of the positional part where the PE adds "
                           "them, and the factor from the embedding's lookup to it",
                           "> 0.8, or a factor >= sqrt(d)/2", "reference 2.5 (factor 8); missing scale 0.31 "
@@ -97,8 +155,10 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                             "decoding a row does not depend on the other rows", compares=True),),
     "train-trace": (C("train-runs-model", "forward passes of the model given to train() during its optimizer steps",
                       "> 0", "train(model) trains that model"),
-                    C("lr-schedule", "learning rate at each optimizer step of train()", "peak >= 5e-5, warmup",
-                      "the lesson's schedule"),
+                    C("lr-schedule", "learning rate at each optimizer step of train()", Bound(lo=5e-5, closed=True),
+                      "the peak; and a warmup (the first step's lr at most first_share of the peak), the lesson's "
+                      "schedule: linear from lesson_peak / lesson_warmup to lesson_peak at step lesson_warmup",
+                      values=(("first_share", 0.2), ("lesson_peak", 1e-3), ("lesson_warmup", 400))),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),
                     C("train-pad-ignored", "gradient of the loss at PAD targets", "0", "ignore_index=PAD"),
                     C("train-zero-grad", "gradient the optimizer steps with vs the fresh gradient of that step",
@@ -111,16 +171,18 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                       "dropout must be on while training; periodic evaluation is fine"),
                     C("train-scheduler", "advance of the loop's LR scheduler over >= 10 optimizer steps", "> 0",
                       "a scheduler that is never stepped leaves the lr at its initial value")),
-    "overfit": (C("overfit", "loss on one batch at the first step under 0.05, else after 400 steps", "< 0.05",
-                  "correct code: under 0.05 in 27-120 steps (150 runs, bench/calibrate.py --corpus)",
-                  compares=True),),
-    "brief-training": (C("brief-training", "mean loss of the last 20 of 300 steps", "info", "pictures only"),
+    "overfit": (C("overfit", "loss on one batch of 8 at the first step under the pass line, else after max_steps",
+                  Bound(hi=0.05), "correct code memorises in correct_steps steps (150 runs, 5 seeds, "
+                  "bench/calibrate.py --corpus); max_steps is 3.3x its slowest", compares=True,
+                  values=(("max_steps", 400), ("correct_steps", Range(27, 120)), ("lr", 1e-3), ("batch", 8))),),
+    "brief-training": (C("brief-training", "mean loss of the last 20 steps of the brief training", "info",
+                         "pictures only", values=(("steps", 300), ("batch", 24), ("last", 20))),
                        C("decode-accuracy", "exact-match reversal after brief training", "info", "pictures only"),
                        C("cross-attn-pattern", "cross-attention mass on the anti-diagonal", "info",
-                         "reference 0.45 vs 0.04 diagonal")),
+                         "the reference's measured brief training (reference_model/brief_training.json)")),
     "block-rows-sum": (C("block-rows-sum", "|row sum - 1| of attention weights", "< 1e-4", "float32 noise"),),
-    "block-saturation": (C("block-saturation", "mean largest weight per row at init", "< 0.22",
-                           "correct 0.10-0.12, unscaled 0.40-0.49"),),
+    "block-saturation": (C("block-saturation", "mean largest weight per row at init", Bound(hi=0.22),
+                           "between correct code and the unscaled mutant's 0.40-0.49", correct=Range(0.10, 0.12)),),
     "block-permutation": (C("block-permutation", "permutation equivariance without PE", "< 1e-4", "float32 noise",
                             component="MultiHeadAttention"),),
     "block-causal": (C("block-causal", "dependence of earlier outputs on later inputs with causal on", "< 1e-5",
@@ -145,8 +207,7 @@ DECLARED: dict[str, tuple[Check, ...]] = {
 }
 
 # lm (CS336 adapters): one check per component against the reference, and the properties that say how
-LM_COMPONENTS = ("linear", "embedding", "rmsnorm", "silu", "swiglu", "softmax", "sdpa", "rope", "mha", "mha-rope",
-                 "block", "lm", "cross-entropy", "adamw", "lr-schedule", "gradient-clipping", "get-batch")
+LM_COMPONENTS = lm_table.NAMES
 DECLARED.update({f"lm-{c}": (C(f"lm-{c}", f"max abs / relative error of the {c} adapter against the reference on "
                                            "seeded inputs of several shapes (trained weights too for block, lm)",
                                "100x the reference's float32-vs-float64 error, with a floor per component",
@@ -184,6 +245,19 @@ BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in chec
 def known_ids() -> set[str]:
     """Every id that may appear in a result's checks: declared checks and probe ids (a skip or error of a probe)."""
     return set(BY_ID) | set(DECLARED)
+
+
+def bound(check_id: str) -> Bound:
+    """The declared threshold a probe compares with (KeyError/TypeError when the check declares none)."""
+    b = BY_ID[check_id].bound
+    if b is None:
+        raise TypeError(f"{check_id} declares no numeric threshold")
+    return b
+
+
+def value(check_id: str, name: str):
+    """A declared number the probe runs with (overfit's max_steps, brief training's steps)."""
+    return dict(BY_ID[check_id].values)[name]
 
 
 def component_of(check_id: str) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 
-from .identity import is_grader_name
+from .identity import GRADER_PREFIXES, is_grader_name
 
 
 def tamper_check(check, guard, source) -> dict:
@@ -27,7 +27,7 @@ def tamper_check(check, guard, source) -> dict:
 def add_integrity(result, check, audit, guard, source, captured):
     """What the student's code tried outside its lane (check `forbidden-ops`), and how much it printed."""
     for name, line, where in guard.module_changes:
-        if name.split(".")[0] in ("torch", "harness", "reference_model", "mutants", "mtxdiag"):
+        if name.split(".")[0] in ("torch",) + GRADER_PREFIXES:
             audit.add_finding("sys.modules", name, line)
     attempts = audit.attempts()
     result["output_chars"] = captured.size + captured.dropped

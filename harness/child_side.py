@@ -6,7 +6,7 @@ overfit, brief-training; lm's AdamW and schedule), in their order, in the state 
 first process skips them and goes on with the rest. What the others leave in ctx.cache the side probes do
 not read, except lm's lines of components that pass, which only move a location off such a component's
 function (an optimizer's or a schedule's wrong op is in its own); the result is what one process gives
-(tests/test_child_side.py compares them on the lesson, mutants and lm). Both are the same sandboxed child (same limits, same scratch folder):
+(tests/integration/test_child_side.py compares them on the lesson, mutants and lm). Both are the same sandboxed child (same limits, same scratch folder):
 nothing the student's code does in one reaches the other except through this module's pipe.
 
 What comes back is JSON on a pipe only the two share, keyed as the result channel is: the side probes' checks and timings, the

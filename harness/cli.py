@@ -11,6 +11,7 @@ import click
 
 from . import __version__
 from .api import check_file, exit_code, write_json_atomic
+from .limits import limit_options
 from .runner import Limits
 
 
@@ -56,11 +57,8 @@ def _default_report(sub: Path, ext: str) -> Path:
               help="Write the HTML report here (default: reports/<name>.html).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--quick", is_flag=True, help="Skip the training probes (a few seconds instead of ~20).")
-@click.option("--timeout", type=float, default=180.0, show_default=True, help="Wall-clock limit in seconds.")
-@click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
-@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
-              help="Seconds loading the submission (definitions only) may take before it ends as `timeout`.")
+@click.option("--quick", is_flag=True, help="Skip the training probes.")
+@limit_options()
 @click.option("--no-daemon", is_flag=True,
               help="Start a new sandboxed process for this check instead of forking this user's warm check "
                    "daemon (also: MTXDIAG_DAEMON=0). The result is the same either way.")
@@ -101,10 +99,7 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quick/--full", default=True, show_default=True,
               help="Skip the training probes (the default here: a re-check in seconds) or run them.")
-@click.option("--timeout", type=float, default=180.0, show_default=True, help="Wall-clock limit of one check.")
-@click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of the child in MB.")
-@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
-              help="As for `check`.")
+@limit_options(what="one check")
 @click.option("--interval", type=click.FloatRange(min=0.05, max=60.0), default=0.5, show_default=True,
               help="Seconds between two looks at the file.")
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, hidden=True,

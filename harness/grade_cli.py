@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from . import rubric as rubric_mod
+from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S, limit_options
 from .grade import VISIBILITIES, GradeError, Grader, Options, gradescope_one
 
 _ASSIGNMENT = click.Choice(["auto", "reversal", "block", "lm"])
@@ -34,13 +35,7 @@ def _rubric(path):
               help="Submissions checked at once on this machine (each in its own child process).")
 @click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None,
               help="Rubric TOML (default: the bundled rubric_default.toml).")
-@click.option("--timeout", type=float, default=180.0, show_default=True,
-              help="Wall-clock limit of one submission's check, in seconds.")
-@click.option("--memory", type=int, default=6144, show_default=True, help="Memory limit of one check in MB.")
-@click.option("--load-timeout", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
-              help="Seconds loading a submission (definitions only) may take before it ends as `timeout`.")
-@click.option("--max-output-mb", "output_mb", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="More stdout/stderr than this is an integrity finding (the output kept is bounded anyway).")
+@limit_options(output=True, what="one submission's check")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Send the checks to a Dask distributed scheduler (tcp://HOST:PORT) instead of local workers; "
                    "the workers' threads set the parallelism (--jobs is not used) and each worker machine needs "
@@ -118,8 +113,7 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
               help="Where Gradescope reads the results.")
 @click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None,
               help="Rubric TOML (default: the bundled rubric_default.toml).")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit in seconds.")
-@click.option("--memory", type=int, default=4096, show_default=True, help="Memory limit of the check in MB.")
+@limit_options(timeout_s=GRADESCOPE_TIMEOUT_S, memory_mb=GRADESCOPE_MEMORY_MB, load_timeout=False)
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
 @click.option("--assignment", type=_ASSIGNMENT, default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 
 SUFFIXES = (".py", ".ipynb")
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints", "__MACOSX", ".git", "node_modules"}
@@ -36,22 +37,22 @@ class Options:
     seed: int = 0
     device: str = "cpu"
     quick: bool = False
-    timeout_s: float = 180.0
-    memory_mb: int = 6144
+    timeout_s: float = TIMEOUT_S          # every default: harness/limits.py
+    memory_mb: int = MEMORY_MB
     jobs: int = 1
     scheduler: str | None = None
     force: bool = False
     visibility: str = "visible"
     stdout_visibility: str = "hidden"
-    output_mb: float = 1.0       # more output than this is an integrity finding (output-flood)
-    load_timeout_s: float = 30.0  # loading (definitions only) that runs longer ends as `timeout` during load
+    output_mb: float = OUTPUT_MB       # more output than this is an integrity finding (output-flood)
+    load_timeout_s: float = LOAD_TIMEOUT_S  # loading (definitions only) that runs longer ends as `timeout` during load
     warm: bool = False           # checks run as forks of warm workers (warm.py): `grade` turns it on
     hint: str = ""               # gradescope: cause | line | patch (repair/show.py); "" = the rubric's, else line
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""
         opts = {"assignment": self.assignment, "seed": self.seed, "device": self.device, "quick": self.quick}
-        if self.output_mb != 1.0:     # only when changed: caches made before the option existed stay valid
+        if self.output_mb != OUTPUT_MB:     # only when changed: caches made before the option existed stay valid
             opts["output_mb"] = float(self.output_mb)
         return opts
 

@@ -20,6 +20,7 @@ import sys
 import types
 
 from . import lm_paths
+from .identity import GRADER_PREFIXES
 from .loader import (LOAD_TIMEOUT_S, LoadTimeout, Source, SubmissionError, filter_module, load_limit,
                      read_source, student_line)
 
@@ -30,9 +31,9 @@ ADAPTERS = ("run_linear", "run_embedding", "run_rmsnorm", "run_silu", "run_swigl
             "run_cross_entropy", "get_adamw_cls", "run_get_lr_cosine_schedule", "run_gradient_clipping",
             "run_get_batch")
 OUT_OF_SCOPE = ("get_tokenizer", "run_train_bpe", "run_save_checkpoint", "run_load_checkpoint")
-# Never served from a student's repository: the grader's own packages and what its probes import.
-PROTECTED = {"harness", "mtxdiag", "reference_model", "mutants", "torch", "numpy", "einops", "jaxtyping",
-             "regex", "tqdm", "typing_extensions", "click", "pytest"}
+# Never served from a student's repository: the grader's own packages (identity.py) and what its probes import.
+PROTECTED = set(GRADER_PREFIXES) | {"torch", "numpy", "einops", "jaxtyping", "regex", "tqdm", "typing_extensions",
+                                    "click", "pytest"}
 # Folders never copied or imported: anywhere (environments, caches) and at the repository's top (data, runs).
 SKIP_ANYWHERE = {".git", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".tox", ".mypy_cache",
                  ".pytest_cache"}

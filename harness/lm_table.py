@@ -1,6 +1,7 @@
 """The `lm` component table, without torch: the parent's rules (harness/causes/lm_component.py) need it, and
 the parent must not pay torch's import (~1.3 s) to read a table. The child's probes read it through
-harness/probes/lm_common.py."""
+harness/probes/lm_common.py. The one table: the checks (checks.py), the lmdiag engine (lmdiag/inputs.py, in the
+mutant registry's spelling: `registry_name`), the mutants (mutants/lm_registry.py) and the report read it."""
 from __future__ import annotations
 
 # (component, adapter, components it is normally built from) in the assignment's build order.
@@ -25,3 +26,12 @@ COMPONENTS = (
 )
 ADAPTER = {c: a for c, a, _ in COMPONENTS}
 DEPS = {c: d for c, _, d in COMPONENTS}
+NAMES = tuple(ADAPTER)
+# lmdiag/inputs.py seeds each component's inputs with its position in this order (frozen: the tolerances and
+# fingerprints were measured on those inputs; the order differs from the build order above only here)
+SEED_ORDER = tuple(NAMES[i] for i in (0, 1, 3, 4, 2, 5, 6, 7, 8, 9, 10, 11, 12, 15, 13, 14, 16))
+
+
+def registry_name(component: str) -> str:
+    """The mutant registry's and lmdiag's spelling (mha_rope) of a component (mha-rope)."""
+    return component.replace("-", "_")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import memwatch, paths, sandbox
+from .limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 from .outcome import ChildOutcome
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
@@ -52,14 +53,14 @@ PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
 
 @dataclass
 class Limits:
-    timeout_s: float = 120.0
-    memory_mb: int = 6144
+    timeout_s: float = TIMEOUT_S          # every default: harness/limits.py
+    memory_mb: int = MEMORY_MB
     file_mb: int = 64
     open_files: int = 512
     threads: int = 0
     processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
-    output_mb: float = 1.0   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
-    load_timeout_s: float = 30.0   # loading (definitions only) that runs longer ends as `timeout` during load
+    output_mb: float = OUTPUT_MB   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
+    load_timeout_s: float = LOAD_TIMEOUT_S   # loading (definitions only) that runs longer ends as `timeout` during load
     cores: int = 1           # 2: the training probes run in a second process beside the others (child_side.py)
     warm: bool = False       # a fork of a warm worker instead of a new interpreter (warm.py; CPU only)
     only_probes: str = ""    # comma-separated probe ids: run just these (a repair's first re-check, repair/verify.py)

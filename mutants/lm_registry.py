@@ -17,13 +17,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from harness.lm_table import NAMES, registry_name
+
 from .model import Edit, Mutant
 
 LM = "reference_model/lm.py"
 ADAPTERS = "reference_model/lm_adapters.py"
-COMPONENTS = ("linear", "embedding", "rmsnorm", "silu", "swiglu", "softmax", "sdpa", "rope", "mha",
-              "mha_rope", "block", "lm", "cross_entropy", "adamw", "lr_schedule", "gradient_clipping",
-              "get_batch")
+COMPONENTS = tuple(registry_name(c) for c in NAMES)      # harness/lm_table.py, in the registry's spelling
 
 
 @dataclass(frozen=True)

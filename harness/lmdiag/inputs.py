@@ -1,7 +1,7 @@
 """Seeded inputs per `lm` component, the outputs they give, and how two outputs are compared.
 
 One *draw* is one seed: the same shapes with new random values. The shapes are chosen so
-that every lm mutant of a component shows on them (see tests/test_lm_mutants.py `_measure`):
+that every lm mutant of a component shows on them (see tests/unit/test_lm_mutants.py `_measure`):
 non-square linear maps, RoPE positions (1-D) with an offset and gaps, RMSNorm at
 small activations (1e-3, where eps matters) and in float16 at ~400 (x^2 overflows without the
 float32 upcast), softmax over dim 0/1 and at logits ~1e3, 3-D and 4-D attention with queries !=
@@ -22,21 +22,14 @@ import os
 import numpy as np
 import torch
 
-# component -> adapter name (registry names, mutants/lm_registry.py COMPONENTS)
-ADAPTER = {
-    "linear": "run_linear", "embedding": "run_embedding", "silu": "run_silu", "swiglu": "run_swiglu",
-    "rmsnorm": "run_rmsnorm", "softmax": "run_softmax", "sdpa": "run_scaled_dot_product_attention",
-    "rope": "run_rope", "mha": "run_multihead_self_attention",
-    "mha_rope": "run_multihead_self_attention_with_rope", "block": "run_transformer_block",
-    "lm": "run_transformer_lm", "cross_entropy": "run_cross_entropy",
-    "gradient_clipping": "run_gradient_clipping", "adamw": "get_adamw_cls",
-    "lr_schedule": "run_get_lr_cosine_schedule", "get_batch": "run_get_batch",
-}
+from .. import lm_table
+
+# component -> adapter name, in the registry's spelling (mha_rope); the table is harness/lm_table.py
+ADAPTER = {lm_table.registry_name(c): a for c, a in lm_table.ADAPTER.items()}
 COMPONENTS = tuple(ADAPTER)          # the assignment's build order
 # what each component is built from (a bug upstream shows downstream)
-DEPS = {"swiglu": ("linear", "silu"), "sdpa": ("softmax",), "mha": ("linear", "sdpa"),
-        "mha_rope": ("mha", "rope"), "block": ("rmsnorm", "swiglu", "mha_rope"),
-        "lm": ("embedding", "block", "rmsnorm", "linear")}
+DEPS = {lm_table.registry_name(c): tuple(map(lm_table.registry_name, d)) for c, d in lm_table.DEPS.items() if d}
+_SEED_INDEX = {lm_table.registry_name(c): i for i, c in enumerate(lm_table.SEED_ORDER)}
 
 
 def canonical(component: str) -> str:
@@ -148,7 +141,7 @@ SUMMARY_FIELDS = ("x shape", "y shape", "x int64", "y int64", "max |y - x - 1|",
 
 def cases(component: str, draw: int):
     """[(case name, call(fn) -> output)] for one draw of one component."""
-    g = _gen(1000 + 17 * draw + COMPONENTS.index(component))
+    g = _gen(1000 + 17 * draw + _SEED_INDEX[component])
     c = []
     # (batch, seq, d) everywhere the course's tests use it: correct code written for exactly that
     # shape passes them, and must pass here (other ranks are the contract's "...", not its tests')

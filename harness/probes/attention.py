@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import BY_ID, bound
 from ..intercept import Recorder, attention_weights, softmax_dim
 from . import locate, mechanism, trace
 from .base import check, manual_seed, rnd
@@ -37,13 +38,14 @@ def softmax_axis(ctx):
     bad_calls = [c for c in rec.of("softmax") if softmax_dim(c) not in (None, -1)]
     dims = sorted({softmax_dim(c) for c in rec.of("softmax") if softmax_dim(c) is not None})
     if ka is not None:
-        worst, ok = ka["over_keys_err"], ka["over_keys_err"] < 1e-4
-        over = "the queries" if ka["over_queries_err"] < 1e-4 else \
+        rows = bound("attn-rows-sum")
+        worst, ok = ka["over_keys_err"], rows.ok(ka["over_keys_err"])
+        over = "the queries" if rows.ok(ka["over_queries_err"]) else \
             f"axis {ka['over_other_axis']} (neither keys nor queries: the heads in (B, h, T_q, T_k))" \
-            if ka.get("over_other_err", 1.0) < 1e-4 else "neither keys nor queries"
+            if rows.ok(ka.get("over_other_err", 1.0)) else "neither keys nor queries"
         sm = [c.line for c in rec.of("softmax") if c.line]
         line = (bad_calls[0].line if bad_calls else sm[0] if sm else ka["line"]) if not ok else None
-        return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|sum over keys - 1| < 1e-4",
+        return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), f"|sum over keys - 1| {bound('attn-rows-sum')}",
                       f"{ka['n']} cross-attention weight tensors multiplied with V; keys found by their length "
                       f"({src.size(1)} source positions)" + ("" if ok else f"; the weights sum to 1 over {over}"),
                       data={"softmax_dims": dims, "key_axis": ka}, location=ctx.where(line))]
@@ -53,8 +55,8 @@ def softmax_axis(ctx):
                       "or nn.MultiheadAttention with need_weights)")]
     worst = max(float((w.sum(-1) - 1).abs().max()) for w in weights)
     line = bad_calls[0].line if bad_calls else None
-    ok = worst < 1e-4
-    return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), "|row sum - 1| < 1e-4",
+    ok = bound("attn-rows-sum").ok(worst)
+    return [check("attn-rows-sum", "pass" if ok else "fail", rnd(worst, 6), f"|row sum - 1| {bound('attn-rows-sum')}",
                   f"{len(weights)} attention tensors observed; softmax over dim "
                   f"{softmax_dim(bad_calls[0]) if bad_calls else -1} (key axis assumed last: no cross-attention "
                   f"weights observable)",
@@ -77,13 +79,13 @@ def saturation(ctx):
     scores = [c for c in rec.of("matmul") if c.line and isinstance(c.out, torch.Tensor) and c.out.dim() >= 3
               and c.out.size(-1) == T and c.out.size(-2) == weights[0].size(-2)]
     ctx.artifacts["attn_rowmax_init"] = [rnd(v, 3) for v in weights[0].max(-1).values.flatten()[:2000].tolist()]
-    # Calibrated (bench/calibrate.py, 14 correct implementations x 5 seeds): 0.23-0.46; the unscaled
-    # mutant over 10 seeds: 0.75-0.81. The threshold sits between, with a margin on both sides.
+    # The threshold and its calibration are declared (checks.py).
+    decl = BY_ID["attn-saturation"]
     scale = _score_scale(ctx)
     unscaled = scale is not None and scale["ratio"] > 2.0
-    ok = first < 0.62 and not unscaled
+    ok = decl.bound.ok(first) and not unscaled
     return [check("attn-saturation", "pass" if ok else "fail", rnd(first, 3),
-                  "< 0.62 (correct implementations: 0.23-0.46), and scores scaled by 1/sqrt(d_k)",
+                  f"{decl.text} (correct implementations: {decl.correct}), and scores scaled by 1/sqrt(d_k)",
                   "mean over rows of the largest attention weight, first attention call, untrained model" +
                   (f"; score std grows x{scale['ratio']:.2f} from d_k=4 to d_k=64 (scaled: x1, unscaled: x4)"
                    if scale else ""),
@@ -161,11 +163,14 @@ def head_permutation(ctx):
             if t.dim() == 4 and t.size(1) == 4 and len(shape) == 3:
                 line = c.line
                 break
-    ok = err < 1e-4
+    ok = bound("heads-permutation").ok(err)
     return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
-                  "max |MHA(Px) - P MHA(x)| < 1e-4",
+                  f"max |MHA(Px) - P MHA(x)| {bound('heads-permutation')}",
                   "self-attention on a permuted input must give the permuted output",
                   location=ctx.where(line if not ok else None))]
+
+
+_LEAK_EXPECTED = f"0 ({bound('causal-leak')}): an output never depends on later input tokens"
 
 
 def leakage(ctx):
@@ -190,14 +195,14 @@ def leakage(ctx):
             out, _ = ctx.forward(model, src, bumped(j))
             dep[:, j] = (out[0] - base[0]).abs().max(-1).values.cpu()
     if not torch.isfinite(dep).all() or not torch.isfinite(base).all():
-        return [trace.not_finite(ctx, "causal-leak", "0 (< 1e-5): an output never depends on later input tokens",
+        return [trace.not_finite(ctx, "causal-leak", _LEAK_EXPECTED,
                                  lambda: ctx.forward(model, src, tgt_in), "the logits of a batch of one sequence")]
     future = float(torch.triu(dep, 1).max())               # earlier outputs moved by a later token
     past = dep.tril(-1)[1:, 1:]
     n_past = int(torch.ones(T - 1, T - 1).tril(-1).sum())
     past_frac = float((past > 1e-6).sum()) / max(n_past, 1)  # later outputs that see earlier tokens
     ctx.artifacts["dependency"] = [[rnd(v, 4) for v in row] for row in dep.tolist()]
-    ok = future < 1e-5
+    ok = bound("causal-leak").ok(future)
     data = {"future": rnd(future, 5), "past_fraction": rnd(past_frac, 3)}
     line = None
     if not ok:
@@ -210,7 +215,7 @@ def leakage(ctx):
         data.update(divergence=div, mechanism=mech, key_axis=mechanism.key_axis(ops_a, T, src.size(1)))
         line = _leak_line(ctx, model, src, tgt_in, past_frac, mech, div)
     return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
-                  "0 (< 1e-5): an output never depends on later input tokens",
+                  _LEAK_EXPECTED,
                   f"max change of earlier outputs when a later decoder input token changes; "
                   f"{past_frac:.0%} of (later output, earlier token) pairs are connected",
                   data=data, location=ctx.where(line))]

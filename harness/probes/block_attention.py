@@ -6,6 +6,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..checks import BY_ID, bound
 from ..intercept import attention_weights, softmax_dim
 from .base import check, rnd
 from .block import heads, inputs, make_block, record, run_block, weight_lists
@@ -74,7 +75,7 @@ def rows_sum(ctx):
 # (64, 2) on 8 tokens 0.224 / 0.483; (64, 1) 0.119 / 0.489. (64, 2) on 16 tokens keeps n_heads >= 2 and separates
 # by 3.4x. Threshold at the geometric mean, a margin of ~1.9x on either side.
 SAT_SHAPE = (64, 2, 128, 16)
-SAT_MAX = 0.22
+SAT_MAX = bound("block-saturation").hi    # declared in checks.py
 
 
 def saturation(ctx):
@@ -96,7 +97,7 @@ def saturation(ctx):
     # where the scores are computed (q @ k^T), else the softmax
     line = watch.lines[0] if watch.lines else next((c.line for c in rec.of("softmax") if c.line), None)
     return [check("block-saturation", "pass" if ok else "fail", rnd(value, 3),
-                  f"< {SAT_MAX} (correct code: 0.10-0.12; uniform: {1 / T:.3f})",
+                  f"{bound('block-saturation')} (correct code: {BY_ID['block-saturation'].correct}; uniform: {1 / T:.3f})",
                   f"mean over heads and rows of the largest attention weight, TransformerBlock({d}, {h}, {d_ff}) "
                   f"at init on {T} standard-normal tokens (d_head = {d // h})",
                   data={"per_head": [rnd(v, 3) for v in w.max(-1).values.mean(-1).tolist()],

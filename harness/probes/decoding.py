@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import value
 from ..intercept import Recorder, attention_weights
 from .base import Skip, check, manual_seed, rnd
 from .common import PAD, batch, eval_model, kwargs_for
@@ -76,7 +77,7 @@ def brief_training(ctx):
     # Only the report's pictures depend on this run (no rule does), so it is as short as the picture allows:
     # 300 steps of 24 already show the reference's anti-diagonal (0.45 of the mass against 0.04 on the
     # diagonal; 400 x 32 gives 0.52 for 40% more time).
-    steps, bs = 300, 24
+    steps, bs = value("brief-training", "steps"), value("brief-training", "batch")    # declared in checks.py
     manual_seed(ctx.seed)
     model = ctx.model()
     fn = ctx.module.train
@@ -86,16 +87,18 @@ def brief_training(ctx):
                                  "grad_norm": [rnd(v, 3) if v is not None else None for v in tr["norms"]],
                                  "seconds": rnd(tr["seconds"], 2), "batch_size": bs}
     losses = [v for v in tr["losses"] if v is not None]
-    final = sum(losses[-20:]) / max(len(losses[-20:]), 1) if losses else None
+    last = value("brief-training", "last")
+    final = sum(losses[-last:]) / max(len(losses[-last:]), 1) if losses else None
     checks = [check("brief-training", "info", rnd(final) if final is not None else None,
                     "falls well below ln 13 = 2.565",
-                    f"mean loss of the last 20 of {len(tr['lrs'])} steps of the student's train() (batch {bs})")]
+                    f"mean loss of the last {last} of {len(tr['lrs'])} steps of the student's train() (batch {bs})")]
     model.eval()
     if ctx.has("greedy_decode"):
         decode = ctx.module.greedy_decode
         acc = _exact_match(ctx, model, decode, 200, 4, 10, 40)
         ctx.cache["accuracy"] = acc
-        checks.append(check("decode-accuracy", "info", rnd(acc, 3), "reference after the same training: ~0.5-0.9",
+        checks.append(check("decode-accuracy", "info", rnd(acc, 3),
+                            f"reference after the same training: {_reference('decode_accuracy')}",
                             "exact-match greedy reversal of 200 fresh sequences of length 4-10"))
     checks += _cross_pattern(ctx, model)
     return checks
@@ -146,6 +149,10 @@ def _own_decode(ctx, model, src, T):
         w = w.reshape(-1, *w.shape[-2:]) if w.dim() >= 3 else w[None]
         layers.append([[rnd(v, 3) for v in r] for r in w.float().mean(0).tolist()])
     return {"decoded": ys[0].tolist(), "layers": layers}
+def _reference(key: str):
+    """The reference's own brief training, same steps and seed (reference_model/brief_training.json)."""
+    from ..reference_curves import load
+    return (load() or {}).get(key)
 
 
 def _cross_pattern(ctx, model):
@@ -175,6 +182,7 @@ def _cross_pattern(ctx, model):
     if own:
         ctx.artifacts["cross_attention"]["own"] = own
     return [check("cross-attn-pattern", "info", {"anti_diagonal": rnd(anti, 3), "diagonal": rnd(diag, 3), "kind": kind},
-                  "anti-diagonal (reference after 800 steps: 0.55-0.62 of the mass)",
+                  f"anti-diagonal (reference after the same training: "
+                  f"{(_reference('cross_attn_pattern') or {}).get('anti_diagonal')} of the mass)",
                   f"layer {best + 1}, mean over heads: {anti:.2f} of the attention on the anti-diagonal, "
                   f"{diag:.2f} on the diagonal ({kind})")]

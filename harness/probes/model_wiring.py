@@ -5,6 +5,7 @@ import ast
 
 import torch
 
+from ..checks import BY_ID, bound
 from ..intercept import Recorder
 from . import locate
 from .base import Skip, StudentError, check, manual_seed, rnd
@@ -101,11 +102,11 @@ def residual(ctx):
                 out = layer(x) if name == "EncoderLayer" else layer(x, mem)
         out = out[0] if isinstance(out, (tuple, list)) else out
         spread = float(out.reshape(-1, out.size(-1)).std(0).mean())   # how much the output varies over positions
-        ok = spread > 1e-3
+        ok = bound("residual-enc").ok(spread)                    # residual-dec declares the same bound
         fns = locate.functions(ctx, f"{name}.forward")
         line = locate.missing_residual_line(fns[0]) if fns and not ok else None
         checks.append(check(f"residual-{name.lower()[:3]}", "pass" if ok else "fail", rnd(spread, 5),
-                            "> 1e-3 (the input passes through the residual)",
+                            f"{bound('residual-enc')} (the input passes through the residual)",
                             f"{name} with all Linear weights zeroed: spread of the output over positions",
                             data={"layer": name}, location=ctx.where(line)))
     if not checks:
@@ -174,10 +175,10 @@ def cross_wiring(ctx):
         if hook is not None:
             hook.remove()
     sens = float((a - b).abs().mean())
-    if sens <= 1e-4 and len(hidden) == 2 and hidden[0].shape == hidden[1].shape:
+    if not bound("source-sensitivity").ok(sens) and len(hidden) == 2 and hidden[0].shape == hidden[1].shape:
         sens = max(sens, float((hidden[0] - hidden[1]).abs().mean()))
     line = None
-    if sens <= 1e-4:
+    if not bound("source-sensitivity").ok(sens):
         kv_lines = [ln for c, ln in calls if len(c) >= 2 and _same(c[1], mem) and ln]
         if kv_lines:  # memory reaches cross-attention, but its output is dropped
             fn = locate.enclosing_function(ctx, kv_lines[0])
@@ -186,8 +187,8 @@ def cross_wiring(ctx):
             per_layer = [ln for c, ln in calls if ln and not (c and _same(c[0], mem))]
             lines = sorted(set(per_layer))
             line = lines[-1] if len(lines) >= 2 else None
-    checks = [check("source-sensitivity", "pass" if sens > 1e-4 else "fail", rnd(sens, 5),
-                    "> 1e-4 (the output must depend on the source)",
+    checks = [check("source-sensitivity", "pass" if bound("source-sensitivity").ok(sens) else "fail", rnd(sens, 5),
+                    f"{bound('source-sensitivity')} (the output must depend on the source)",
                     "mean change of the logits when every source token changes, same decoder input",
                     location=ctx.where(line))]
     expected = n_dec if n_dec else "every decoder layer"
@@ -231,7 +232,7 @@ def stateless(ctx):
         ctx.forward(model, c_src, c_tgt[:, :-1])
         again, _ = ctx.forward(model, b_src, b_tgt[:, :-1])
     err = max(err, float((again - after_a).abs().max()))
-    ok = err < 1e-5
-    return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), "< 1e-5",
+    ok = bound("stateless-forward").ok(err)
+    return [check("stateless-forward", "pass" if ok else "fail", rnd(err, 6), str(bound("stateless-forward")),
                   "change of the output for batch B when the model has seen batch A before",
                   data={"attrs": new_attrs[:10]}, location=ctx.where(line if not ok else None))]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import bound
 from . import locate, mechanism, trace
 from .base import check, rnd
 from .common import PAD, batch, eval_model, ref_loss
@@ -29,8 +30,8 @@ def invariance(ctx):
     if err != err:
         fn = (lambda: ctx.forward(model, s1, t1)) if not torch.isfinite(alone).all() else \
             (lambda: ctx.forward(model, S, T))
-        return [trace.not_finite(ctx, "padding-invariance", "< 1e-4", fn, "the logits")]
-    ok = err < 1e-4
+        return [trace.not_finite(ctx, "padding-invariance", str(bound("padding-invariance")), fn, "the logits")]
+    ok = bound("padding-invariance").ok(err)
     data, line = {}, None
     if not ok:
         ops_a = trace.record(ctx, lambda: ctx.forward(model, s1, t1))
@@ -49,7 +50,7 @@ def invariance(ctx):
                 _call_without_mask(ctx, mech.get("stack") or []) or mech.get("line")
         else:
             line = (div or {}).get("line")
-    return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), "< 1e-4",
+    return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), str(bound("padding-invariance")),
                   "max change of the logits at real positions when the same sequence is padded to length 10",
                   data=data, location=ctx.where(line))]
 

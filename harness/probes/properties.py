@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import bound
 from . import trace
 from .base import Skip, check, manual_seed, rnd
 from .common import EOS, batch, eval_model, kwargs_for
@@ -72,12 +73,13 @@ def batch_independence(ctx):
     err = float(trace._diff(a[0], b[0]))
     moved = float(trace._diff(a[0], c[2])) if c.shape == a.shape else 0.0
     if err != err:
-        return [trace.not_finite(ctx, "batch-independence", "< 1e-5", run(src, tgt), "the logits")]
-    ok = err < 1e-5 and moved < 1e-5
+        return [trace.not_finite(ctx, "batch-independence", str(bound("batch-independence")), run(src, tgt),
+                                 "the logits")]
+    ok = bound("batch-independence").ok(err) and bound("batch-independence").ok(moved)
     data, line = {"others_replaced": rnd(err, 6), "order_reversed": rnd(moved, 6)}, None
     if not ok:
         ops_a = trace.record(ctx, run(src, tgt))
-        if err >= 1e-5:
+        if not bound("batch-independence").ok(err):
             ops_b = trace.record(ctx, run(src2, tgt2))
             first = trace.first_divergence(ops_a, ops_b, trace.sample_unchanged(3))
             what = "sample 0 changes when the other samples of its batch change"
@@ -87,7 +89,7 @@ def batch_independence(ctx):
             what = "sample 0 changes when it is placed last in its batch"
         div = trace.describe(ctx, first, what)
         data["divergence"], line = div, (div or {}).get("line")
-    return [check("batch-independence", "pass" if ok else "fail", rnd(max(err, moved), 6), "< 1e-5",
+    return [check("batch-independence", "pass" if ok else "fail", rnd(max(err, moved), 6), str(bound("batch-independence")),
                   "relative change of sample 0's logits when the other samples of its batch are replaced, or when "
                   "the batch order is reversed", data=data, location=ctx.where(line))]
 

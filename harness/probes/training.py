@@ -13,6 +13,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from ..checks import bound, num, value
 from ..intercept import Recorder, StepLosses
 from . import locate
 from .base import StudentError, check, manual_seed, rnd
@@ -247,15 +248,18 @@ def trace(ctx):
         return [check("lr-schedule", "fail", None, "the optimizer steps", "train() never called optimizer.step()")]
     peak, first = max(lrs), lrs[0]
     reach = next((i + 1 for i, v in enumerate(lrs) if v >= 0.99 * peak), None)
-    lr_ok = peak >= 5e-5 and first <= 0.2 * peak
+    min_peak, peak_l, warm_l = bound("lr-schedule"), value("lr-schedule", "lesson_peak"), \
+        value("lr-schedule", "lesson_warmup")
+    lr_ok = min_peak.ok(peak) and first <= value("lr-schedule", "first_share") * peak
     lr_line, sched_line = _optimizer_line(ctx)
     checks.append(check("lr-schedule", "pass" if lr_ok else "fail",
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
-                        "warmup from ~0 to a peak >= 5e-5 (lesson: 2.5e-06 at step 1, 1e-3 at step 400)",
+                        f"warmup from ~0 to a peak {min_peak} (lesson: {num(peak_l / warm_l)} at step 1, "
+                        f"{num(peak_l)} at step {warm_l})",
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
                         data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup,
                               "optimizer": tr["mech"].get("optimizer")},
-                        location=None if lr_ok else ctx.where(lr_line if peak < 5e-5 else sched_line)))
+                        location=None if lr_ok else ctx.where(lr_line if not min_peak.ok(peak) else sched_line)))
     checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line, lr_low=not lr_ok)
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..checks import BY_ID, value
 from .figure_common import (
     BLUE,
     GREY,
@@ -240,19 +241,22 @@ def rowmax(vals) -> Figure:
         raise FigureError("the list of row maxima holds no numbers")
     fig = new_figure(6.4, 3.0)
     ax = fig.axes(0.1, 0.16, 0.88, 0.64)
-    ax.vspan(0.45, 0.53, SKY, alpha=0.35, label="reference mean 0.45-0.53")
+    sat = BY_ID["attn-saturation"]           # the check's declared spreads: the figure states the same
+    good, bad = sat.correct, value("attn-saturation", "unscaled")
+    ax.vspan(good.lo, good.hi, SKY, alpha=0.35, label=f"correct code's mean {good}")
     edges = np.linspace(0, 1, 41)
     ax.bars(edges, np.histogram(np.clip(v, 0, 1), bins=edges)[0], BLUE, alpha=0.9, label="your rows")
     mean = float(v.mean())
     ax.vline(mean, "black", lw=1.2, label=f"your mean {mean:.2f}")
-    ax.vline(0.8, VERMILION, lw=1.2, ls="--", label="typical without 1/sqrt(d_k): ~0.8")
+    ax.vspan(bad.lo, bad.hi, VERMILION, alpha=0.25, label=f"without 1/sqrt(d_k): {bad}")
     ax.set_xlim(0, 1)
     ax.xlabel("largest attention weight in a row (untrained model)")
     ax.ylabel("rows")
     ax.legend("above")
     alt = (f"Histogram of the largest attention weight per row at initialisation over {v.size} rows; "
-           f"mean {mean:.2f} (reference 0.45-0.53, about 0.8 without the 1/sqrt(d_k) scaling).")
-    cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if mean > 0.75 else "")
+           f"mean {mean:.2f} (correct code {good}, {bad} without the 1/sqrt(d_k) scaling; the check fails "
+           f"at {sat.text}).")
+    cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if not sat.bound.ok(mean) else "")
     return to_figure(fig, alt, cap)
 
 

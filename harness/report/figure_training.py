@@ -5,7 +5,13 @@ import math
 
 import numpy as np
 
+from ..checks import BY_ID, num, value
 from .figure_common import BLUE, GREY, ORANGE, VERMILION, Figure, FigureError, fmt, new_figure, series, to_figure
+
+# declared in checks.py (the probe and the check's expected text use the same values)
+OVERFIT = BY_ID["overfit"]
+LESSON_PEAK, LESSON_WARMUP = value("lr-schedule", "lesson_peak"), value("lr-schedule", "lesson_warmup")
+LAST = value("brief-training", "last")        # the brief-training check's mean: the same steps
 
 
 # -- training curves --------------------------------------------------------------------------------
@@ -68,22 +74,22 @@ def training(tr: dict, ref: dict | None) -> Figure:
         ax.grid()
     axes[0].legend("upper right")
     loss = mine["loss"][1] if mine["loss"] is not None else None
-    tail = loss[np.isfinite(loss)][-20:] if loss is not None else np.array([])
+    tail = loss[np.isfinite(loss)][-LAST:] if loss is not None else np.array([])
     final = float(tail.mean()) if tail.size else math.nan
     ref_loss = theirs["loss"][1] if theirs["loss"] is not None else None
-    rtail = ref_loss[np.isfinite(ref_loss)][-20:] if ref_loss is not None else np.array([])
+    rtail = ref_loss[np.isfinite(ref_loss)][-LAST:] if ref_loss is not None else np.array([])
     rfinal = float(rtail.mean()) if rtail.size else math.nan
     n = len(tr.get("loss") or []) if isinstance(tr.get("loss"), list) else 0
     alt = (f"Training curves of your train() over {n} steps: loss, learning rate and gradient norm per step"
            + (", with the reference's as dashed lines" if ref else "")
-           + f". Mean loss of the last 20 steps: yours {fmt(final)}"
+           + f". Mean loss of the last {LAST} steps: yours {fmt(final)}"
            + (f", reference {fmt(rfinal)}." if math.isfinite(rfinal) else "."))
-    cap = f"Mean loss over the last 20 steps: {fmt(final, 3)}" + \
+    cap = f"Mean loss over the last {LAST} steps: {fmt(final, 3)}" + \
           (f" (reference {fmt(rfinal, 3)})" if math.isfinite(rfinal) else "")
     return to_figure(fig, alt, cap)
 
 
-def lesson_schedule(n: int, peak=1e-3, warmup=400) -> np.ndarray:
+def lesson_schedule(n: int, peak=LESSON_PEAK, warmup=LESSON_WARMUP) -> np.ndarray:
     s = np.arange(n)
     return peak * np.minimum((s + 1) / warmup, 1.0)
 
@@ -100,14 +106,15 @@ def lr_trace(trace: dict) -> Figure:
     ax = _curve_axes(fig, v, "optimizer step", "learning rate", "lower right")
     ax.line(steps, v, BLUE, lw=2.2, label="yours")
     ax.line(steps, lesson_schedule(n)[steps - 1], ORANGE, ls="--", lw=1.3,
-            label="lesson: linear warmup to 1e-3 over 400 steps")
+            label=f"lesson: linear warmup to {num(LESSON_PEAK)} over {LESSON_WARMUP} steps")
     fin = v[np.isfinite(v)]
     first, peak = (float(fin[0]), float(fin.max())) if fin.size else (math.nan, math.nan)
     peak_step = int(steps[np.nanargmax(np.where(np.isfinite(v), v, -np.inf))]) if fin.size else 0
     alt = (f"Learning rate per optimizer step of your train() over {n} steps, on a log scale: "
            f"{first:.2e} at step 1, peak {peak:.2e} first reached near step {peak_step}; "
-           f"the lesson's schedule (dashed) warms up linearly to 1e-3 over 400 steps.")
-    cap = f"lr {first:.2e} at step 1, peak {peak:.2e} (near step {peak_step}); lesson: 2.5e-06 at step 1, 1e-3 from step 400"
+           f"the lesson's schedule (dashed) warms up linearly to {num(LESSON_PEAK)} over {LESSON_WARMUP} steps.")
+    cap = (f"lr {first:.2e} at step 1, peak {peak:.2e} (near step {peak_step}); lesson: "
+           f"{num(LESSON_PEAK / LESSON_WARMUP)} at step 1, {num(LESSON_PEAK)} from step {LESSON_WARMUP}")
     return to_figure(fig, alt, cap)
 
 
@@ -129,13 +136,15 @@ def overfit(curve) -> Figure:
         raise FigureError("the overfit record holds no loss values")
     steps, v = s
     fig = new_figure(6.4, 2.6)
-    ax = _curve_axes(fig, v, "Adam step (lr 1e-3, dropout 0)", "loss", "upper right")
-    ax.line(steps, v, BLUE, lw=1.6, label="your model, one fixed batch of 8")
-    ax.hline(0.05, VERMILION, ls="--", lw=1, label="pass: < 0.05 within 400 steps")
+    ax = _curve_axes(fig, v, f"Adam step (lr {num(value('overfit', 'lr'))}, dropout 0)", "loss", "upper right")
+    ax.line(steps, v, BLUE, lw=1.6, label=f"your model, one fixed batch of {value('overfit', 'batch')}")
+    ax.hline(OVERFIT.bound.hi, VERMILION, ls="--", lw=1,
+             label=f"pass: {OVERFIT.text} within {value('overfit', 'max_steps')} steps")
     fin = v[np.isfinite(v)]
     last = float(fin[-1]) if fin.size else math.nan
     alt = (f"Loss on one fixed batch over {int(steps[-1])} steps, log scale, from {fmt(float(fin[0]), 3)} "
-           f"to {fmt(last, 4)}; the pass line is 0.05.") if fin.size else "Overfit curve with no finite values."
+           f"to {fmt(last, 4)}; the pass line is {num(OVERFIT.bound.hi)}.") if fin.size else \
+        "Overfit curve with no finite values."
     cap = f"final loss {fmt(last, 4)} after {int(steps[-1])} steps " + \
-          ("(memorised)" if last < 0.05 else "(did not memorise: a wiring bug)")
+          ("(memorised)" if OVERFIT.bound.ok(last) else "(did not memorise: a wiring bug)")
     return to_figure(fig, alt, cap)

@@ -23,10 +23,12 @@ import traceback
 from pathlib import Path
 
 from . import figures as F
+from .intro import INTRO
 from . import lm_sections
 from .lm_checklist import html_rows
 from .terminal import source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
+from .text import reference_run_text
 from .text import trunc as _str
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -97,39 +99,6 @@ SECTIONS = [
      ("block-weights", "block-causal"), False),
 ]
 
-INTRO = {
-    "cross-attention": "Your model is trained briefly with your own train() (400 steps, batch 32), then run on one "
-                       "6-digit source. Reversal needs target position i to attend to source position n-1-i: a bright "
-                       "band from the top right to the bottom left, the anti-diagonal. A bright main diagonal means "
-                       "the model copies instead of reversing (was the data reversed?); a uniform field means the "
-                       "source is ignored (is memory reaching every decoder layer?). The first maps are teacher-forced: "
-                       "the correct previous tokens are fed in and each row is your model's prediction at that target "
-                       "position (* marks one that differs from the correct next token). The last picture feeds back "
-                       "your model's own greedy decode instead, as it runs for real: a model that sees the future "
-                       "looks right teacher-forced and goes wrong there. Columns are the source tokens; colour runs "
-                       "from 0 to 1.",
-    "training": "Loss, learning rate and gradient norm per optimizer step of your train() during the brief training. "
-                "A healthy run starts near 2.6-3.5 and falls steadily; stuck near ln 13 = 2.565 means nothing is "
-                "learned (learning rate or gradient flow); under 0.05 within 200 steps means the labels leak into "
-                "the input.",
-    "lr-schedule": "The learning rate your train() set at every optimizer step (traced on a tiny stand-in model, "
-                   "with your defaults for lr and warmup). The lesson warms up linearly from 2.5e-06 to 1e-3 over "
-                   "400 steps, then stays flat.",
-    "positional": "The table your positional encoding adds to a zero input (rows: positions 0-49, columns: the 64 "
-                  "dimensions). Correct is sin in even and cos in odd dimensions, with frequency falling from left "
-                  "to right.",
-    "causal": "Which decoder outputs change when one decoder input token changes (the lesson's leakage test, for "
-              "every position). Correct is lower-triangular: output i may depend on inputs 0..i only. A cell above "
-              "the diagonal is a future leak: training looks excellent and generation fails.",
-    "rowmax": "For each row of the first attention layer of the untrained model, the largest attention weight. With "
-              "the 1/sqrt(d_k) scaling the mean sits around 0.45-0.53; without it softmax saturates and the mean is "
-              "near 0.8 or above.",
-    "overfit": "A fresh model (dropout 0) trained on one fixed batch of 8 with Adam at lr 1e-3. A correct model "
-               "memorises it: below 0.05 within 400 steps (correct code: in 27-120 steps); training stops there. A model that "
-               "cannot has a wiring bug.",
-    "block-weights": "The self-attention weights of each head of your TransformerBlock on one input, without and "
-                     "with the causal mask. With the mask, everything above the diagonal must be 0.",
-}
 
 # which section shows the evidence of a check (for 'see also' links from a diagnosis)
 CHECK_SECTION = {"cross-attn-pattern": "cross-attention", "decode-accuracy": "cross-attention",
@@ -170,7 +139,7 @@ def absent_reason(result: dict, section: tuple) -> str:
         return "Not measured: required names are missing (see the diagnosis above), so the probes did not run."
     if train_only and result.get("quick"):
         return ("Not measured: this was a --quick check, which skips the training probes. Run "
-                "`mtxdiag check FILE` without --quick (about 30 s more) to see it.")
+                "`mtxdiag check FILE` without --quick to see it.")
     for pid in producers:
         c = by_id.get(pid)
         if c is None:
@@ -250,8 +219,8 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
         if sid == "training" and present and isinstance(art.get("training"), dict):
             ref = result.get("reference")
             if not (isinstance(ref, dict) and isinstance(ref.get("training"), dict)):
-                entry["note"] = ("The reference's curves are not in this result, so yours are shown alone "
-                                 "(the lesson's healthy run: 3.35 at step 1, 0.90 at step 400 with batch 64).")
+                entry["note"] = "The reference's curves are not in this result, so yours are shown alone" + \
+                    reference_run_text() + "."
         if sid == "cross-attention" and present:
             entry["extra"] = _cross_text(result, art)
         if not present:

@@ -46,3 +46,16 @@ def measured_lines(v) -> list[str]:
 def trunc(v, limit=4000) -> str:
     """str(v) cut to limit characters; None is the empty string."""
     return "" if v is None else str(v)[:limit]
+
+
+def reference_run_text() -> str:
+    """The reference's own brief training, as measured (reference_model/brief_training.json), or nothing."""
+    from ..checks import value
+    from ..reference_curves import load
+    ref = load() or {}
+    tr = ref.get("training") if isinstance(ref.get("training"), dict) else {}
+    loss = [v for v in tr.get("loss") or [] if isinstance(v, (int, float))]
+    if not loss or not isinstance(ref.get("brief_training_loss"), (int, float)):
+        return ""
+    return (f" (the reference's own run: {loss[0]:.2f} at step 1, {ref['brief_training_loss']:.2f} over the last "
+            f"{value('brief-training', 'last')} of {len(loss)} steps with batch {tr.get('batch_size')})")

@@ -1,0 +1,41 @@
+"""decode-consistency compares greedy_decode's tokens with the forward pass's up to each row's EOS: a loop that
+fills finished rows with PAD is correct (it was a false alarm on correct code before)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from harness.loader import load, read_source
+from harness.probes import properties
+from harness.probes.base import Context
+from harness.probes.common import EOS, batch, eval_model, kwargs_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ctx(path: Path, seed: int) -> Context:
+    src = read_source(str(path), path.read_bytes())
+    return Context(load(src), src, "reversal", seed=seed)
+
+
+def test_rows_padded_after_their_eos_are_not_a_disagreement():
+    ctx = _ctx(ROOT / "tests" / "fixtures" / "correct" / "reversal_fused_einsum.py", seed=1)   # pads with PAD
+    decode = ctx.need("greedy_decode")
+    src, _ = batch(ctx, 8, 12, 12, seed_offset=45)             # the probe's 8 sources
+    with torch.no_grad():
+        ys = decode(eval_model(ctx), src, **kwargs_for(decode, max_len=10))[0]
+    ended_early = [(row == EOS).nonzero()[0].item() for row in ys if EOS in row.tolist()]
+    assert ended_early and min(ended_early) < ys.size(1) - 1, "no row ends early here: the case is not exercised"
+    [c] = properties.decode_consistency(ctx)
+    assert c["status"] == "pass", c
+    assert c["data"]["first_token_differs"] is None
+
+
+def test_a_decode_that_picks_another_token_before_eos_still_fails(tmp_path):
+    lesson = (ROOT / "submissions" / "reversal_lesson.py").read_text()
+    assert lesson.count(".argmax(-1") >= 1
+    p = tmp_path / "argmin.py"                                      # the least likely token, every step
+    p.write_text(lesson.replace("argmax(-1", "argmin(-1"))
+    [c] = properties.decode_consistency(_ctx(p, seed=0))
+    assert c["status"] == "fail" and c["data"]["first_token_differs"] == 1
