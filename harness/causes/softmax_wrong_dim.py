@@ -32,5 +32,5 @@ def diagnose(ev):
             conf = 0.7               # the key axis is assumed to be the last one: layout not confirmed
     return Finding(conf, [say(c)], c.get("location"),
                    explains=("causal-leak", "attn-saturation", "padding-invariance", "first-loss", "overfit",
-                             "brief-training", "decode-accuracy", "decode-consistency", "block-causal", "block-saturation",
-                             "block-lm"))
+                             "brief-training", "decode-accuracy", "decode-consistency", "block-causal",
+                             "block-saturation", "block-lm"))
