@@ -4,11 +4,12 @@ Each module holds one cause: its document (CAUSE) and its rule (diagnose).
 """
 from __future__ import annotations
 
-from . import (attention_renormalised, attention_shared, causal_flag_ignored, feed_forward_linear, layers_shared, bad_output_init, causal_diagonal_masked, causal_mask_inverted,
-               causal_mask_missing, causal_mask_off_by_one, cross_attention_swapped, data_digits_missing,
-               data_not_reversed, decode_stops_early, dropout_at_inference, encoder_in_decode_loop,
-               eval_mode_training, forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step,
-               heads_split_wrong, inf_mask_nan, learning_rate_too_low, lm_component, lm_training, load_failures,
+from . import (attention_renormalised, attention_shared, bad_output_init, causal_diagonal_masked,
+               causal_flag_ignored, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one,
+               cross_attention_swapped, data_digits_missing, data_not_reversed, decode_stops_early,
+               dropout_at_inference, encoder_in_decode_loop, eval_mode_training, feed_forward_linear,
+               forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step, heads_split_wrong,
+               inf_mask_nan, layers_shared, learning_rate_too_low, lm_component, lm_training, load_failures,
                make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, optimizer_missing_parameters, pad_not_ignored,
                padding_mask_inverted, padding_mask_missing, positional_encoding_formula,

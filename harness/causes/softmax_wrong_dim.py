@@ -8,7 +8,8 @@ CAUSE = Cause(
         "nothing errors, and the model is meaningless (and leaks the future).",
     symptom="Attention rows do not sum to 1 over the keys; the leakage test fails.",
     mechanism="The weights that multiply V sum to 1 over the queries (axis found by its length in the "
-              "cross-attention) or over another axis (the heads) instead of over the keys; without observable cross-attention weights, a softmax "
+              "cross-attention) or over another axis (the heads) instead of over the keys; without observable "
+              "cross-attention weights, a softmax "
               "over a dim other than the last (the usual key axis) is reported at lower confidence.",
     fix="torch.softmax(scores, dim=-1).",
     lesson="Step 2 'dim=-1 in the softmax'.",
@@ -32,4 +33,5 @@ def diagnose(ev):
             conf = 0.7               # the key axis is assumed to be the last one: layout not confirmed
     return Finding(conf, [say(c)], c.get("location"),
                    explains=("causal-leak", "attn-saturation", "padding-invariance", "first-loss", "overfit",
-                             "brief-training", "decode-accuracy", "block-causal", "block-saturation", "block-lm"))
+                             "brief-training", "decode-accuracy", "decode-consistency", "block-causal",
+                             "block-saturation", "block-lm"))

@@ -19,7 +19,8 @@ def test_softmax_over_the_heads_is_the_wrong_dim_at_its_line(tmp_path):
     call = "        attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys\n"
     assert init in LESSON and call in LESSON
     text = LESSON.replace(init, "        self.dropout = nn.Dropout(dropout)\n        self.norm_w = nn.Softmax(dim=1)"
-                                "\n\n    def _split").replace(call, "        attn = self.dropout(self.norm_w(scores))\n")
+                                "\n\n    def _split")
+    text = text.replace(call, "        attn = self.dropout(self.norm_w(scores))\n")
     path = tmp_path / "heads.py"
     path.write_text(text)
     src = read_source(str(path), path.read_bytes())
