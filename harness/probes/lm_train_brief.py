@@ -8,8 +8,8 @@ lm-get-batch), so a correct student's losses equal the reference's up to float32
 training. Measured, in one check `lm-training`:
 
   first loss     the loss of the first step against ln(vocab) (a model at initialisation guesses uniformly)
-  overfit        one batch, OVERFIT_STEPS steps at a constant learning rate: the loss must fall below
-                 OVERFIT_MAX (reference and correct corpus: see the constants)
+  overfit        one batch, OVERFIT_STEPS steps at a constant learning rate: the loss must fall to
+                 OVERFIT_RATIO x its first (reference and correct corpus: see the constants)
   curve          CURVE_STEPS steps on the corpus with the schedule and clipping: the largest relative gap to
                  the reference's loss at the same step must stay under CURVE_RTOL
   NaN            the first step and stage (forward, loss, backward, clipping, optimizer step, learning rate)
@@ -37,11 +37,17 @@ BATCH, CURVE_STEPS, OVERFIT_STEPS = 8, 30, 25
 # the cycle ends 8 steps before the training does: the schedule's floor after the cycle is trained on too
 HP = {"max_lr": 1e-2, "min_lr": 1e-3, "warmup": 3, "cycle": CURVE_STEPS - 8, "weight_decay": 0.01,
       "betas": (0.9, 0.95), "eps": 1e-8, "clip": 1.0}
-# Calibration (bench: reference and the correct corpus repositories, seeds 0-4; see the report of this change):
-# the largest relative gap between a correct student's curve and the reference's, and the overfit ratio.
+# Calibration, measured in-process on the reference and the 6 correct corpus styles (3 repositories, 3 files),
+# seeds 0-2 (21 runs): the largest relative gap of a correct curve to the reference's is 0 to 1.54e-5 (float32
+# rounding amplified by 30 steps; styles whose get_batch draws like the reference's give 0); CURVE_RTOL is 65x
+# that. One batch after 25 steps ends at 0.12-0.21x its first loss (OVERFIT_RATIO 0.5: 2.4x margin). The first
+# loss is ln(28) + 0.31..0.69 (FIRST_LOSS_TOL 1.0). Bugs: AdamW without bias correction 0.038 at step 2, with
+# coupled decay 0.041 at step 2, decay not scaled by lr 0.11 at step 1; the schedule's warmup off by one 0.074 at
+# step 1, cosine over the full cycle 0.018 at step 9; eps inside AdamW's sqrt 1.25e-4 (under the tolerance: it
+# changes training by less than the course's tests can see, and lm-adamw names it).
 CURVE_RTOL = 1e-3
 OVERFIT_RATIO = 0.5       # the one-batch loss after OVERFIT_STEPS, over the first step's
-FIRST_LOSS_TOL = 1.0       # |first loss - ln(vocab)|; the reference's initialisation gives ln(V) + ~0.5
+FIRST_LOSS_TOL = 1.0       # |first loss - ln(vocab)|; the reference's initialisation gives ln(V) + 0.3..0.7
 RUN_S = 30.0              # one training run of the student's (the reference's: ~0.3 s on an idle core)
 PIECES = ("model", "cross-entropy", "gradient-clipping", "adamw", "lr-schedule")
 STAGE_COMPONENT = {"forward": "lm", "loss": "cross-entropy", "backward": "lm", "clipping": "gradient-clipping",

@@ -15,6 +15,17 @@ from mutants.lm_export import mutant_single_file, reference_single_file
 from mutants.lm_registry import lm_get
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as the child under `grade`: on a loaded machine torch's thread pool spins and a
+    40-step training takes minutes instead of seconds."""
+    import torch
+    was = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(was)
+
+
 def run(tmp_path, text: str, name: str):
     path = tmp_path / f"{name}.py"
     path.write_text(text)
