@@ -5,7 +5,7 @@ import ast
 
 import torch
 
-from ..checks import BY_ID, bound
+from ..checks import bound
 from ..intercept import Recorder
 from . import locate
 from .base import Skip, StudentError, check, manual_seed, rnd
