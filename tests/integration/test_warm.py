@@ -199,7 +199,7 @@ def test_a_submission_cannot_kill_its_worker(tmp_path):
     r = check_file(kill, quick=True, limits=Limits(timeout_s=60, warm=True))
     attempts = next(c for c in r["checks"] if c["id"] == "forbidden-ops")["data"]["attempts"]
     assert [a["op"] for a in attempts] == ["os.kill"], attempts
-    assert [d["id"] for d in r["diagnoses"]] == ["forbidden-operation"], r["diagnoses"]
+    assert "forbidden-operation" in [d["id"] for d in r["diagnoses"]], r["diagnoses"]     # its class body raised
     assert sum(len(v) for v in warm._idle.values()) == 1, "the worker did not survive"
     again = check_file(REFERENCE, quick=True, limits=Limits(timeout_s=120, warm=True))
     assert again["verdict"] == "clean" and again["timings"].get("torch_import_s", 1) < 0.05

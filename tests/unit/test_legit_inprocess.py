@@ -39,11 +39,15 @@ def test_blame_students_code_and_torchs_own():
     assert g.blame("isfinite", ns["mine"], "replaced") == (True, 1)
     # torch's own wrapper (what Optimizer._patch_step_function puts on AdamW) and a flag dynamo adds
     wrapper = torch.optim.Optimizer.profile_hook_step(torch.optim.Adam.step)
-    assert g.blame("step", wrapper, "added", "torch.optim.AdamW") == (False, None)
+    assert g.blame("step", wrapper, "added", "torch.optim.AdamW", torch.optim.Adam.step) == (False, None)
     # the student assigning another class's `step` says nothing about this one
     g2 = _guard("import torch\ntorch.optim.Adam.step = None\n")
     g2._torch = g._torch
-    assert g2.blame("step", wrapper, "added", "torch.optim.AdamW") == (False, None)
+    assert g2.blame("step", wrapper, "added", "torch.optim.AdamW", torch.optim.Adam.step) == (False, None)
+    # a function of torch's own files that is not a wrapper of the recorded object: not torch's doing
+    import torch._refs
+    assert g.blame("isfinite", torch._refs.isreal, "replaced", "torch", torch.isfinite)[0] is True
+    assert g.blame("step", wrapper, "added", "torch.optim.AdamW", torch.optim.SGD.step)[0] is True
     assert g.blame("___needs_generation_tag_patch", True, "added")[0] is False
     # code from neither torch nor the student's file (exec'd text, another library): counts as the student's
     exec(compile("def other(*a):\n    return 1\n", "<string>", "exec"), ns)
