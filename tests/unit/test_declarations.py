@@ -152,7 +152,7 @@ def test_the_report_sentences_change_with_the_declaration(monkeypatch):
     """Not a coincidence of equal numbers: the introductions are rendered from the declarations."""
     import importlib
 
-    import harness.report.html as html
+    import harness.report.intro as html      # the section introductions (report/intro.py)
     monkeypatch.setitem(BY_ID, "overfit", checks.Check("overfit", "x", Bound(hi=0.07), "s",
                                                       values=(("max_steps", 555), ("correct_steps", Range(11, 99)),
                                                               ("lr", 1e-3), ("batch", 8))))
