@@ -156,8 +156,7 @@ def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, 
               show_default=True)
 @click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None,
               help="Rubric TOML (default: the bundled rubric_default.toml).")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of the check.")
-@click.option("--memory", type=int, default=4096, show_default=True, help="Memory limit of the check in MB.")
+@limit_options(timeout_s=GRADESCOPE_TIMEOUT_S, memory_mb=GRADESCOPE_MEMORY_MB, load_timeout=False)
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
 def gradescope_build(assignment, out, rubric_path, timeout, memory, quick):
     """Write Gradescope's autograder zip: setup.sh (CPU torch pinned, this project, the assignment's allowed

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 from . import allowed
+from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
 
 TORCH_FALLBACK = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -87,8 +88,8 @@ def _pyproject(root: Path) -> bytes:
             "\"*.pt\"]\n").replace("'", '"').encode()
 
 
-def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeout: float = 300.0,
-          memory: int = 4096, quick: bool = False) -> list[str]:
+def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeout: float = GRADESCOPE_TIMEOUT_S,
+          memory: int = GRADESCOPE_MEMORY_MB, quick: bool = False) -> list[str]:
     """Write the zip; return the names in it."""
     if assignment not in ("reversal", "block"):
         raise ValueError(f"`mtxdiag gradescope` grades one .py/.ipynb file: reversal or block, not {assignment!r}")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..lm_table import ADAPTER, COMPONENTS
-from .terminal import clean
+from .sanitize import clean
 
 MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
 

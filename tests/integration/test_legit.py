@@ -4,7 +4,7 @@ tests/fixtures/legit/ holds complete, correct `reversal` files that use torch fe
 things themselves (LR schedulers wrap Optimizer.step, torch.compile patches nn.Module, hooks, autocast,
 checkpointing, parametrizations, GradScaler, seeding and thread settings inside train()). Each must come
 back without `tampering` - and clean. The opposite side (real monkeypatching from the student's file is
-still caught, with the student's line) is in tests/test_hostile.py.
+still caught, with the student's line) is in tests/integration/test_hostile.py.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ _spec.loader.exec_module(bench)
 def scored():
     entries = json.loads((LM / "manifest.json").read_text())
 
-    def run(e):      # in warm workers, as `grade` runs checks (the same results as cold: tests/test_warm.py)
+    def run(e):      # in warm workers, as `grade` runs checks (the same results as cold: tests/integration/test_warm.py)
         r = check_file(LM / e["path"], assignment="lm", quick=True, limits=Limits(timeout_s=240, warm=True))
         return e, r
     try:

@@ -122,7 +122,7 @@ def test_scoring_counts_what_the_issue_counts():
 def corpus_scores():
     selected = bench.entries()
     # two at a time in warm workers, as `grade` runs checks: the engine's numbers are the same as cold
-    # (tests/test_warm.py), for about half the time on two cores
+    # (tests/integration/test_warm.py), for about half the time on two cores
     return bench.score(selected, bench.run(selected, quick=True, seeds=1, jobs=2, warm=True))
 
 

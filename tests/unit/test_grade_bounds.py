@@ -79,7 +79,7 @@ def test_walk_stops_after_the_entry_limit_and_says_so(tmp_path):
 
 
 def test_a_folder_1100_levels_deep_is_one_students_row_and_the_gradebook_is_written(tmp_path):
-    from tests.test_grade import fake_check
+    from test_grade import fake_check
     src, out = tmp_path / "subs", tmp_path / "out"
     src.mkdir()
     (src / "alice.py").write_text("clean\n")

@@ -28,8 +28,15 @@ def test_a_failing_component_explains_the_training():
     assert [(d["id"], d.get("component")) for d in out] == [("component-mismatch", "adamw")]
     assert any("lm-training" in e for e in out[0]["evidence"])
     # the model located, the bug upstream of it (rope): rope's diagnosis explains the training
-    out = diagnose(result({"status": "fail", "data": {"component": "lm", "culprits": ["model"]}},
-                          failing=("rope", "mha-rope", "block", "lm")))
+    # (the downstream failures measured to start on a line rope's own failing run executed: folded into rope)
+    r = result({"status": "fail", "data": {"component": "lm", "culprits": ["model"]}},
+               failing=("rope", "mha-rope", "block", "lm"))
+    for c in r["checks"]:
+        if c["id"] == "lm-rope":
+            c["data"]["lines"] = {"cs336_basics/model.py": [40, 41, 42]}
+        elif c["id"] in ("lm-mha-rope", "lm-block", "lm-lm"):
+            c["location"] = {"file": "cs336_basics/model.py", "line": 41}
+    out = diagnose(r)
     assert [d.get("component") for d in out] == ["rope"] and any("lm-training" in e for e in out[0]["evidence"])
 
 

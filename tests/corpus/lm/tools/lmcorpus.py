@@ -1,7 +1,7 @@
 """Load an `lm` corpus entry (a repository folder or one .py file), run every adapter on
 seeded inputs, and compare two entries' outputs.
 
-Used by tests/test_lm_corpus_manifest.py (the correct entries must agree with each other)
+Used by tests/unit/test_lm_corpus_manifest.py (the correct entries must agree with each other)
 and by measure.py (each bug must change its component's output). Only numpy and torch.
 """
 import contextlib
