@@ -250,7 +250,9 @@ def trace(ctx):
     reach = next((i + 1 for i, v in enumerate(lrs) if v >= 0.99 * peak), None)
     min_peak, peak_l, warm_l = bound("lr-schedule"), value("lr-schedule", "lesson_peak"), \
         value("lr-schedule", "lesson_warmup")
-    lr_ok = min_peak.ok(peak) and first <= value("lr-schedule", "first_share") * peak
+    # RAdam rectifies the early variance a warmup guards against (the no-warmup rule exempts it too)
+    radam = tr["mech"].get("optimizer") == "RAdam"
+    lr_ok = min_peak.ok(peak) and (radam or first <= value("lr-schedule", "first_share") * peak)
     lr_line, sched_line = _optimizer_line(ctx)
     checks.append(check("lr-schedule", "pass" if lr_ok else "fail",
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
