@@ -97,16 +97,18 @@ class Hidden:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     def _importer(self):
-        """('grader', None) when the nearest frame outside the import system is the grader's own code."""
+        """('grader', None) when the import was asked for by the grader's own code: the nearest frame that is
+        either the grader's or the student's is the grader's (the import system's and libraries' frames in
+        between - importlib.import_module, torch.load's unpickler - are not the importer, whoever called them)."""
         f = sys._getframe(2)
-        while f is not None and f.f_code.co_filename.startswith("<frozen"):
+        while f is not None:
+            name = f.f_code.co_filename
+            if self.grader and name.startswith(self.grader):
+                return "grader", None
+            if self.is_student is not None and self.is_student(name):
+                return "other", f.f_lineno
             f = f.f_back
-        if f is None:
-            return "other", None
-        name = f.f_code.co_filename
-        if self.grader and name.startswith(self.grader):
-            return "grader", None
-        return "other", (f.f_lineno if self.is_student is not None and self.is_student(name) else None)
+        return "other", None
 
     def _found(self, name, line):
         if name not in self.found and len(self.found) < 20:
