@@ -34,6 +34,8 @@ import sys
 
 RESULT_FD = 3
 SCRUB = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+_BASELINE: dict = {}   # what the sandbox itself put in SCRUB before any run (binds of sys.path folders, e.g. a
+                       # Dask worker's scratch folder under /tmp): never the student's, never a leftover
 
 
 def _prctl(option: int, arg: int) -> bool:
@@ -114,7 +116,7 @@ def _slot_path(top: str, name: str, slot: str) -> bool:
     """The worker's own folder (bound from the host, e.g. under /tmp) or a folder on the way to it: never
     scrubbed here (the grading process empties it) and not a leftover."""
     path = os.path.join(top, name)
-    return slot == path or slot.startswith(path.rstrip("/") + "/")
+    return name in _BASELINE.get(top, ()) or slot == path or slot.startswith(path.rstrip("/") + "/")
 
 
 def _clean_up(private: bool, slot: str = "") -> list[str]:
@@ -186,6 +188,12 @@ def _remove_sysv_ipc() -> None:
 def serve(control_fd: int, private: bool) -> int:
     control = socket.socket(fileno=control_fd)
     control.set_inheritable(False)
+    if private:
+        for top in SCRUB:
+            try:
+                _BASELINE[top] = frozenset(os.listdir(top))
+            except OSError:
+                pass
     _prctl(4, 0)                      # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem or fd of this process
     _prctl(1, signal.SIGKILL)         # PR_SET_PDEATHSIG: die with whoever started us
     _prctl(36, 1)                     # PR_SET_CHILD_SUBREAPER: orphans of a run come back here

@@ -75,7 +75,7 @@ def test_failing_submissions_get_error_rows_and_the_batch_goes_on(tmp_path):
     for row in rows.values():
         assert row["score"] == "0" and row["fault"] == "student"
         assert_gradescope(json.loads((out / "students" / row["student"] / "results.json").read_text()))
-    assert "ETA" in r.stderr and "6/6 done" in r.stderr
+    assert "ETA" in r.stderr and "[6/6, ETA" in r.stderr   # the last submission done (grade_progress)
     # a rerun checks nothing again
     r = grade_cli(src, "--out", out, "--jobs", 2, "--quick", "--timeout", 20, "--memory", 4096)
     assert "0 graded, 4 reused" in r.output

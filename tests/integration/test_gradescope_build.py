@@ -76,7 +76,7 @@ def test_run_autograder_grades_a_buggy_submission(autograder, tmp_path):
 def test_two_files_is_the_students_zero_with_a_reason(autograder, tmp_path):
     proc, res = _run(autograder, tmp_path / "autograder", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert res["score"] == 0 and "submit exactly one" in json.dumps(res)
+    assert res["score"] == 0 and "must hold exactly one" in json.dumps(res)
 
 
 def test_gradescope_clears_a_previous_results_file(tmp_path):
