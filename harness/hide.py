@@ -101,9 +101,14 @@ class Hidden:
         either the grader's or the student's is the grader's (the import system's and libraries' frames in
         between - importlib.import_module, torch.load's unpickler - are not the importer, whoever called them)."""
         f = sys._getframe(2)
+        torch_dir = _torch_dir()
         while f is not None:
             name = f.f_code.co_filename
             if self.grader and name.startswith(self.grader):
+                return "grader", None
+            if torch_dir and name.startswith(torch_dir):
+                # torch's own machinery (torch.compile's tracer looking up the modules of the grader's hooks
+                # on the stack): a library's own behaviour, not the student's (tests/integration/test_legit.py)
                 return "grader", None
             if self.is_student is not None and self.is_student(name):
                 return "other", f.f_lineno
@@ -115,3 +120,9 @@ class Hidden:
             self.found.append(name)
             if self.report is not None:
                 self.report(name, line)
+
+
+def _torch_dir() -> str:
+    t = sys.modules.get("torch")
+    f = getattr(t, "__file__", None) if t is not None else None
+    return (f.rsplit("/", 1)[0] + "/") if isinstance(f, str) else ""
