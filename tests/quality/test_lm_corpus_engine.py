@@ -64,7 +64,7 @@ def test_correct_styles_and_special_repositories_are_not_accused(scored):
         if e["kind"] == "correct":
             assert r["verdict"] == "clean", (e["path"], [d["id"] for d in r["diagnoses"]])
         elif e["kind"] == "special":
-            ids = {d["id"] for d in r["diagnoses"]}
+            ids = {d["id"] for d in r["diagnoses"] if d.get("severity") != "info"}   # info notes accuse nobody
             assert ids <= {"not-implemented", "missing-module"}, (e["path"], ids)
             status = {c["id"]: c for c in r["checks"]}
             for comp, want in e["expected"].items():
