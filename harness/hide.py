@@ -106,9 +106,10 @@ class Hidden:
             name = f.f_code.co_filename
             if self.grader and name.startswith(self.grader):
                 return "grader", None
-            if torch_dir and name.startswith(torch_dir):
-                # torch's own machinery (torch.compile's tracer looking up the modules of the grader's hooks
-                # on the stack): a library's own behaviour, not the student's (tests/integration/test_legit.py)
+            if torch_dir and name.startswith((torch_dir + "_dynamo/", torch_dir + "fx/")):
+                # torch.compile's tracer looking up the modules of the grader's hooks on the stack: torch's own
+                # behaviour (test_legit). Only the tracer: torch.load's unpickler would serve a crafted pickle
+                # the grader's modules
                 return "grader", None
             if self.is_student is not None and self.is_student(name):
                 return "other", f.f_lineno
