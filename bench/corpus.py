@@ -82,7 +82,7 @@ def run(selected: list[dict], *, quick: bool = True, seeds: int = 1, jobs: int =
         r = check_file(e["path"], assignment=e["assignment"], seed=seed, quick=quick,
                        limits=Limits(timeout_s=timeout, threads=1, warm=warm))
         rec = {"file": e["file"], "assignment": e["assignment"], "seed": seed, "verdict": r["verdict"],
-               "diagnoses": [{k: d.get(k) for k in ("id", "confidence", "location", "title")}
+               "diagnoses": [{k: d.get(k) for k in ("id", "confidence", "location", "title", "severity")}
                              for d in r["diagnoses"]],
                "error": r.get("error"), "seconds": round(time.perf_counter() - t, 1)}
         if log:
@@ -130,7 +130,10 @@ def score(selected: list[dict], records: list[dict], causes: set[str] | None = N
             said = [(d["id"], d["confidence"]) for d in r["diagnoses"]]
             if e["kind"] == "correct":
                 s["correct_runs"] += 1
-                alarms = [d for d in r["diagnoses"] if (d["confidence"] or 0) >= FALSE_ALARM_CONF]
+                # an info finding (script-fails: the file is fine as a module) accuses nothing; the verdict stays
+                # clean, so it is no false alarm
+                alarms = [d for d in r["diagnoses"] if (d["confidence"] or 0) >= FALSE_ALARM_CONF
+                          and d.get("severity", "problem") != "info"]
                 # a manifest's `disputed_causes`: the engine's catalogue and the file's author disagree (the
                 # entry says why, with numbers); such a diagnosis is listed on its own, not as a false alarm
                 disputed = [d for d in alarms if d["id"] in (e.get("disputed_causes") or [])]

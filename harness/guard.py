@@ -26,6 +26,7 @@ from .identity import (
     MISSING,
     inherited,
     wraps,
+    wrapped_chain,
     code_of,
     fn_parts,
     is_grader_name,
@@ -108,10 +109,15 @@ class Guard:
             return True, line
         if origin == "student":
             return True, def_line
-        # torch's own: a replacement must wrap the exact object it replaces; an addition torch makes itself
-        # (torch.compile shadows AdamW._init_group with its own wrapper) is defined in torch's files
-        legit = (origin == "torch" and old is not MISSING and wraps(new, old)) or (kind == "added" and
-                                                                                   origin in ("data", "torch"))
+        # torch's own: a replacement must wrap the exact object it replaces; an addition must wrap what it
+        # shadows or what that wraps (torch.compile puts disable(Adam._init_group) on AdamW, and may wrap
+        # Adam's own attribute after AdamW's, so the base's attribute is then a sibling wrapper of the same
+        # function); a flag torch adds is data
+        if kind == "added":
+            legit = origin == "data" or (origin == "torch" and old is not MISSING
+                                         and any(wraps(new, o) for o in wrapped_chain(old)))
+        else:
+            legit = origin == "torch" and old is not MISSING and wraps(new, old)
         return (not legit), (None if legit else self.sites.referenced.get(name))
 
     # -- comparison and restoration -----------------------------------------

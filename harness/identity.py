@@ -82,6 +82,17 @@ def inherited(cls, name):
     return MISSING
 
 
+def wrapped_chain(obj, depth: int = 6) -> list:
+    """obj and what it wraps through `__wrapped__` (functools.wraps), innermost last; exact functions only."""
+    out = [obj]
+    while len(out) < depth and type(out[-1]) is types.FunctionType:
+        inner = out[-1].__dict__.get("__wrapped__")
+        if inner is None:
+            break
+        out.append(inner)
+    return out
+
+
 def wraps(new, old, depth: int = 6) -> bool:
     """Is `new` a wrapper of exactly `old`: through `__wrapped__` (functools.wraps) or a closure cell holding
     it (or its function, for a method), a few levels deep? Only exact function types are read."""

@@ -114,6 +114,12 @@ def test_scoring_counts_what_the_issue_counts():
     assert [m["wrong"] for m in s["misattributions"]] == [[("causal-mask-missing", 0.85)]]
     assert (s["line_hits"], s["single_line_runs"], s["line_accuracy"]) == (1, 1, 1.0)
     assert len(bench.done_when_failures(s)) == 3
+    # an info finding (the file fails as a script) on correct code accuses nothing: no false alarm
+    info = {"id": "script-fails", "confidence": 0.9, "location": None, "severity": "info"}
+    s = bench.score(es[:1], [rec("correct/a.py", "clean", [info])], causes=set())["all"]
+    assert s["false_alarms"] == []
+    s = bench.score(es[:1], [rec("correct/a.py", "problems", [dict(info, severity="problem")])], causes=set())["all"]
+    assert len(s["false_alarms"]) == 1
 
 
 # ---- slow: the engine on the corpus -----------------------------------------------------------------------
