@@ -35,7 +35,49 @@ import sys
 RESULT_FD = 3
 SCRUB = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 _BASELINE: dict = {}   # what the sandbox itself put in SCRUB before any run (binds of sys.path folders, e.g. a
-                       # Dask worker's scratch folder under /tmp): never the student's, never a leftover
+                       # Dask worker's scratch folder under /tmp): top -> (tmpfs paths, mount points)
+_WALK_LIMIT = 5000     # entries read under one baseline folder (the sandbox puts a handful there)
+
+
+def _inventory(top: str) -> tuple[frozenset, frozenset]:
+    """(paths on top's own tmpfs, mount points) under `top`, never descending into another mount: what the
+    sandbox placed there before any run. Paths are absolute."""
+    try:
+        dev = os.lstat(top).st_dev
+    except OSError:
+        return frozenset(), frozenset()
+    paths, mounts, todo = set(), set(), [top]
+    while todo and len(paths) + len(mounts) < _WALK_LIMIT:
+        d = todo.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_dev != dev:
+                mounts.add(e.path)                   # a bind: its contents are not this tmpfs's
+                continue
+            paths.add(e.path)
+            if e.is_dir(follow_symlinks=False):
+                todo.append(e.path)
+    return frozenset(paths), frozenset(mounts)
+
+
+def writable_binds() -> list[str]:
+    """Baseline mounts a run could write into: files there would outlive the run (must be read-only binds)."""
+    out = []
+    for top, (_, mounts) in sorted(_BASELINE.items()):
+        for m in sorted(mounts):
+            try:
+                if not os.statvfs(m).f_flag & os.ST_RDONLY:
+                    out.append(f"{m} is a writable folder the sandbox placed in {top}: files there outlive a run")
+            except OSError:
+                pass
+    return out
 
 
 def _prctl(option: int, arg: int) -> bool:
@@ -116,7 +158,31 @@ def _slot_path(top: str, name: str, slot: str) -> bool:
     """The worker's own folder (bound from the host, e.g. under /tmp) or a folder on the way to it: never
     scrubbed here (the grading process empties it) and not a leftover."""
     path = os.path.join(top, name)
-    return name in _BASELINE.get(top, ()) or slot == path or slot.startswith(path.rstrip("/") + "/")
+    return slot == path or slot.startswith(path.rstrip("/") + "/")
+
+
+def _leftovers(top: str, slot: str) -> list[str]:
+    """What is in `top` now that the sandbox did not put there before any run, outermost first: inside the
+    baseline's own folders too (a file written next to a read-only bind is a leftover), never inside a mount
+    or the worker's folder."""
+    paths, mounts = _BASELINE.get(top, (frozenset(), frozenset()))
+    out, todo = [], [top]
+    while todo and len(out) < _WALK_LIMIT:
+        d = todo.pop()
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            if path in mounts:
+                continue
+            if path in paths:                        # the sandbox's own folder: look inside it
+                if os.path.isdir(path) and not os.path.islink(path):
+                    todo.append(path)
+            elif not (d == top and _slot_path(top, name, slot)):
+                out.append(path)
+    return out
 
 
 def _clean_up(private: bool, slot: str = "") -> list[str]:
@@ -135,14 +201,7 @@ def _clean_up(private: bool, slot: str = "") -> list[str]:
     if not private:
         return []
     for top in SCRUB:
-        try:
-            names = os.listdir(top)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(top, name)
-            if _slot_path(top, name, slot):
-                continue
+        for path in _leftovers(top, slot):
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
@@ -153,13 +212,10 @@ def _clean_up(private: bool, slot: str = "") -> list[str]:
     _remove_sysv_ipc()
     left = []
     for top in SCRUB:
-        try:
-            names = sorted(n for n in os.listdir(top) if not _slot_path(top, n, slot))
-        except OSError:
-            continue
+        names = _leftovers(top, slot)
         if names:
             left.append(f"{top} could not be emptied after the run ({', '.join(names[:5])[:200]})")
-    return left
+    return left + writable_binds()
 
 
 def _remove_sysv_ipc() -> None:
@@ -191,7 +247,7 @@ def serve(control_fd: int, private: bool) -> int:
     if private:
         for top in SCRUB:
             try:
-                _BASELINE[top] = frozenset(os.listdir(top))
+                _BASELINE[top] = _inventory(top)
             except OSError:
                 pass
     _prctl(4, 0)                      # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem or fd of this process
