@@ -151,20 +151,24 @@ def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, 
 
 
 @gradescope.command("build")
-@click.option("--assignment", type=click.Choice(["reversal", "block"]), required=True)
+@click.option("--assignment", type=click.Choice(["reversal", "block", "lm"]), required=True,
+              help="reversal, block (one .py/.ipynb), or lm (a repository with tests/adapters.py, per component).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("autograder.zip"),
               show_default=True)
+@click.option("--force", is_flag=True, help="Replace --out if it already exists.")
 @click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None,
               help="Rubric TOML (default: the bundled rubric_default.toml).")
 @limit_options(timeout_s=GRADESCOPE_TIMEOUT_S, memory_mb=GRADESCOPE_MEMORY_MB, load_timeout=False)
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
-def gradescope_build(assignment, out, rubric_path, timeout, memory, quick):
+def gradescope_build(assignment, out, force, rubric_path, timeout, memory, quick):
     """Write Gradescope's autograder zip: setup.sh (CPU torch pinned, this project, the assignment's allowed
-    packages), run_autograder, rubric.toml and the project. Upload it as the assignment's autograder (Ubuntu
-    base image, at least 2 CPUs and 3 GB, timeout >= 10 minutes)."""
+    packages), run_autograder, rubric.toml (for lm with its per-component [lm] table) and the project. Upload
+    it as the assignment's autograder (Ubuntu base image, at least 2 CPUs and 3 GB, timeout >= 10 minutes).
+    An existing --out is left alone unless --force."""
     from .gradescope_build import build
     try:
-        names = build(assignment, out, rubric_path=rubric_path, timeout=timeout, memory=memory, quick=quick)
+        names = build(assignment, out, rubric_path=rubric_path, timeout=timeout, memory=memory, quick=quick,
+                      force=force)
     except (ValueError, rubric_mod.RubricError, OSError) as e:
         raise BadInput(str(e)) from None
     click.echo(f"wrote {out} ({len(names)} files: setup.sh, run_autograder, rubric.toml, mtxdiag/)")

@@ -5,6 +5,10 @@ as https://pytorch.org/get-started/locally/ documents, then this project with th
 allows), run_autograder (the `mtxdiag gradescope` entry point on /autograder's folders), rubric.toml, and
 mtxdiag/ (the project's packages and pyproject). run_autograder reads AUTOGRADER_ROOT and MTXDIAG_CMD when
 set, so the same script runs against a local stand-in of the container (tests/integration/test_gradescope_build.py).
+
+reversal and block grade the one .py/.ipynb in the submission; lm grades the student's repository (the folder
+holding tests/adapters.py) per component, with the rubric's [lm] table, which the zip's rubric.toml always holds.
+An existing --out is replaced only with force=True: the file may be someone's work.
 """
 from __future__ import annotations
 
@@ -19,6 +23,13 @@ from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
 TORCH_FALLBACK = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PACKAGES = ("harness", "reference_model", "mutants")
+ASSIGNMENTS = ("reversal", "block", "lm")
+WHAT = {"reversal": "the one .py/.ipynb file", "block": "the one .py/.ipynb file",
+        "lm": "the repository holding tests/adapters.py, graded per component"}
+
+
+class BuildError(ValueError):
+    """The zip cannot be written as asked; the message says why."""
 
 
 def torch_pin() -> str:
@@ -51,6 +62,7 @@ python3 -m venv /opt/mtxdiag-venv
 def run_autograder(assignment: str, timeout: float, memory: int, quick: bool) -> str:
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. Written by `mtxdiag gradescope build`.
+# Assignment {assignment}: the submission is {WHAT[assignment]}.
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 MTXDIAG_CMD="${{MTXDIAG_CMD:-/opt/mtxdiag-venv/bin/mtxdiag}}"
@@ -88,20 +100,56 @@ def _pyproject(root: Path) -> bytes:
             "\"*.pt\"]\n").replace("'", '"').encode()
 
 
-def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeout: float = GRADESCOPE_TIMEOUT_S,
-          memory: int = GRADESCOPE_MEMORY_MB, quick: bool = False) -> list[str]:
-    """Write the zip; return the names in it."""
-    if assignment not in ("reversal", "block"):
-        raise ValueError(f"`mtxdiag gradescope` grades one .py/.ipynb file: reversal or block, not {assignment!r}")
+def _lm_rubric(text: str, rub) -> str:
+    """The rubric text with an [lm] table: the instructor's own, else the bundled default's (what grading would use
+    anyway), appended so that the rubric.toml in the zip says what each component earns."""
+    if rub.lm:
+        return text
     from . import rubric as rubric_mod
-    rub = Path(rubric_path) if rubric_path else rubric_mod.DEFAULT_PATH
-    rubric_mod.load(rub)                                 # a bad rubric fails here, not in Gradescope
+    table = rubric_mod.load().lm
+    lines = ["", "[lm]", "# per-component credit (the bundled default's; edit here)",
+             f"max_score = {table['max_score']:g}", f"interface_credit = {table['interface_credit']:g}",
+             f"inherited_credit = {table['inherited_credit']:g}", "", "[lm.components]"]
+    lines += [f"{comp} = {pts:g}" for comp, pts in table["components"].items()]
+    return text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.is_dir():
+        raise BuildError(f"--out {out} is a folder; give the zip's file name (e.g. {out / 'autograder.zip'})")
+    if out.exists() and not force:
+        raise BuildError(f"{out} already exists; nothing was written (use --force to replace it, or another --out)")
+    parent = out.parent if str(out.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BuildError(f"cannot write {out}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BuildError(f"cannot write {out}: the folder {probe} is not writable")
+
+
+def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeout: float = GRADESCOPE_TIMEOUT_S,
+          memory: int = GRADESCOPE_MEMORY_MB, quick: bool = False, force: bool = False) -> list[str]:
+    """Write the zip; return the names in it. BuildError (bad assignment or --out), RubricError (bad rubric)."""
+    if assignment not in ASSIGNMENTS:
+        raise BuildError(f"unknown assignment {assignment!r}: `mtxdiag gradescope build` knows "
+                         f"{', '.join(ASSIGNMENTS)}")
+    out = Path(out)
+    _check_out(out, force)
+    from . import rubric as rubric_mod
+    rub_file = Path(rubric_path) if rubric_path else rubric_mod.DEFAULT_PATH
+    rub = rubric_mod.load(rub_file)                      # a bad rubric fails here, not in Gradescope
+    rub_text = rub_file.read_text(encoding="utf-8")
+    if assignment == "lm":
+        rub_text = _lm_rubric(rub_text, rub)
+        rubric_mod.parse(rub_text, str(rub_file))        # what ships parses, [lm] and all
     root = Path(__file__).resolve().parent.parent
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         _add(z, "setup.sh", setup_sh(assignment, torch_pin()).encode(), 0o755)
         _add(z, "run_autograder", run_autograder(assignment, timeout, memory, quick).encode(), 0o755)
-        _add(z, "rubric.toml", rub.read_bytes())
+        _add(z, "rubric.toml", rub_text.encode("utf-8"))
         _add(z, "mtxdiag/pyproject.toml", _pyproject(root))
         readme = root / "README.md"
         _add(z, "mtxdiag/README.md", readme.read_bytes() if readme.is_file() else b"mtxdiag\n")
@@ -110,10 +158,14 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
                 if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".html", ".toml", ".json", ".pt"):
                     _add(z, f"mtxdiag/{f.relative_to(root).as_posix()}", f.read_bytes())
         names = z.namelist()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name("." + out.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(buf.getvalue())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as e:
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        raise BuildError(f"cannot write {out}: {e.strerror or e}") from None
     return names

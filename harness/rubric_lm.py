@@ -106,10 +106,13 @@ def components(result: dict) -> dict:
                      "location": own.get("location") if own else None}
     train = checks.get(TRAINING_CHECK)
     where = canonical(((train or {}).get("data") or {}).get("component") or "")
-    if train and train.get("status") == "fail" and where:
+    if train and train.get("status") == "fail" and where and out[where]["status"] != "fail":
+        # its own check passed: the training alone finds it wrong (the engine names it there, training-fails).
+        # When its own check fails too, that check's credit stands: its own cause, or inherited from a failing
+        # component it is built from, whose diagnosis explains the training (charging it again would take the
+        # points of one bug twice: a rope mutant's model leaves the reference's curve because of rope)
         row = out[where]
-        if row["status"] != "fail":
-            row.update(status="fail", evidence=[f"brief training: {train.get('detail', '')}"[:400]])
+        row.update(status="fail", evidence=[f"brief training: {train.get('detail', '')}"[:400]])
         if not row["cause"]:
             own = next((d for d in diags if TRAINING_CHECK in (d.get("explains") or [])), None)
             row["cause"] = own.get("id") if own else TRAINING_CHECK

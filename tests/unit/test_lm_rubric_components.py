@@ -82,6 +82,21 @@ def test_the_brief_training_charges_the_component_it_located():
     assert rubric.score(lm_result(extra_checks=[train]), rubric.load())["score"] == 100
 
 
+def test_a_training_failure_explained_upstream_is_not_charged_twice():
+    """A rope bug: rope, mha-rope, block and lm fail their checks, the training locates the model (lm). The
+    results' diagnoses carry no `explains`; lm's credit is its check's (inherited), not the training's."""
+    train = {"id": "lm-training", "status": "fail", "measured": {}, "expected": "", "detail": "leaves it at step 0",
+             "data": {"component": "lm", "culprits": ["model"]}, "location": None}
+    r = lm_result(failing=("rope", "mha-rope", "block", "lm"), diagnoses=[diag("rope-halves-not-pairs", "rope")],
+                  extra_checks=[train])
+    g = rubric.score(r, rubric.load())
+    assert [b["id"] for b in g["breakdown"]] == ["rope"], g["breakdown"]
+    assert g["score"] == 100 - rubric.load().lm["components"]["rope"]
+    # the same training failure with lm's own check passing: the training alone finds lm wrong, and charges it
+    r = lm_result(diagnoses=[diag("training-fails", "lm")], extra_checks=[train])
+    assert [b["id"] for b in rubric.score(r, rubric.load())["breakdown"]] == ["lm"]
+
+
 
 
 def test_gradebook_counts_components_to_reteach():
