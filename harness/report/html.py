@@ -333,9 +333,9 @@ def diagnoses(result: dict, source_path) -> list[dict]:
 SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"} | lm_sections.TITLES
 
 
-def context(result: dict, source_path=None, timings: dict | None = None) -> dict:
+def context(result: object, source_path=None, timings: dict | None = None) -> dict:
     timings = {} if timings is None else timings
-    result = result if isinstance(result, dict) else {}
+    result = result if isinstance(result, dict) else {}       # whatever it is, a report is written
     checks = _checks(result)
     counts: dict[object, int] = {}    # by status, as the result spells it
     for c in checks:

@@ -253,7 +253,7 @@ def _wrap(first: str, text, width: int | None, indent: int) -> list[str]:
     return [first + parts[0]] + [" " * indent + p for p in parts[1:]]
 
 
-def summary(result: dict, json_path=None, html_path=None, color: bool | None = None,
+def summary(result: object, json_path=None, html_path=None, color: bool | None = None,
             width: int | None = None, max_causes: int = 3) -> str:
     """Verdict, the top causes with one line of evidence and file:line each, where the reports are.
 
@@ -272,7 +272,7 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         kw = {k: True for k, on in (("bold", bold), ("dim", dim), ("reverse", reverse)) if on}  # False emits a reset
         return click.style(text, fg=fg, **kw)
 
-    result = result if isinstance(result, dict) else {}
+    result = result if isinstance(result, dict) else {}       # whatever it is, a summary is printed
     v = result.get("verdict", "error")
     diagnoses = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
     checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
