@@ -31,19 +31,27 @@ class Bound:
     hi: float | None = None
     closed: bool = False
 
+    def __post_init__(self):
+        if self.lo is None and self.hi is None:
+            raise ValueError("a Bound needs lo, hi or both")
+
     def ok(self, x: float) -> bool:
-        if self.lo is not None and self.hi is not None:
-            return self.lo <= x <= self.hi
-        if self.hi is not None:
-            return x <= self.hi if self.closed else x < self.hi
-        return x >= self.lo if self.closed else x > self.lo
+        lo, hi = self.lo, self.hi
+        if lo is not None and hi is not None:
+            return lo <= x <= hi
+        if hi is not None:
+            return x <= hi if self.closed else x < hi
+        assert lo is not None       # __post_init__
+        return x >= lo if self.closed else x > lo
 
     def __str__(self) -> str:
-        if self.lo is not None and self.hi is not None:
-            return f"{num(self.lo)}-{num(self.hi)}"
-        if self.hi is not None:
-            return f"{'<=' if self.closed else '<'} {num(self.hi)}"
-        return f"{'>=' if self.closed else '>'} {num(self.lo)}"
+        lo, hi = self.lo, self.hi
+        if lo is not None and hi is not None:
+            return f"{num(lo)}-{num(hi)}"
+        if hi is not None:
+            return f"{'<=' if self.closed else '<'} {num(hi)}"
+        assert lo is not None       # __post_init__
+        return f"{'>=' if self.closed else '>'} {num(lo)}"
 
 
 def Range(lo: float, hi: float) -> Bound:
@@ -252,6 +260,14 @@ def bound(check_id: str) -> Bound:
     b = BY_ID[check_id].bound
     if b is None:
         raise TypeError(f"{check_id} declares no numeric threshold")
+    return b
+
+
+def spread(check_id: str) -> Bound:
+    """The spread correct code measured, as the figures draw it (TypeError when the check declares none)."""
+    b = BY_ID[check_id].correct
+    if b is None:
+        raise TypeError(f"{check_id} declares no spread of correct code")
     return b
 
 

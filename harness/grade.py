@@ -60,7 +60,7 @@ class Grader:
         self.progress_stream, self.progress_on = progress_stream, progress
         self.title = title or f"Gradebook: {self.src.name}"
         self.students = self.out / "students"
-        self.log = None
+        self.log = _Log(None)          # writes nothing: run() opens grading.log in the output folder it makes
 
     # ----- files of one student
     def _dir(self, student: str) -> Path:

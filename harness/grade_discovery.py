@@ -185,7 +185,7 @@ def _read(sub: Submission, opts: Options) -> None:
     if sub.path is None:
         return
     if sub.repo:
-        return _read_repo(sub, opts)
+        return _read_repo(sub, sub.path, opts)
     try:
         size = sub.path.stat().st_size
         if size > MAX_SUBMISSION_BYTES:
@@ -199,23 +199,23 @@ def _read(sub: Submission, opts: Options) -> None:
     sub.key = cache_key(sub.sha256, opts)
 
 
-def _read_repo(sub: Submission, opts: Options) -> None:
+def _read_repo(sub: Submission, path: Path, opts: Options) -> None:
     """A repository's files, as a check copies them (repo_copy.select: the adapters and what they import
     first), keyed by their paths and bytes."""
     from .repo_copy import ENTRY, select
     if opts.assignment not in ("auto", "lm"):
-        sub.problem = (f"{sub.path.name}/ is a repository (tests/adapters.py): only assignment lm is graded from a "
+        sub.problem = (f"{path.name}/ is a repository (tests/adapters.py): only assignment lm is graded from a "
                        f"repository, and this run grades {opts.assignment}")
         return
     try:
-        chosen = select(sub.path)
+        chosen = select(path)
         files = {rel.as_posix(): p.read_bytes() for p, rel in chosen.files}
     except OSError as e:
-        sub.problem, sub.fault = f"cannot read {sub.path}: {e.strerror or e}", "grader"
+        sub.problem, sub.fault = f"cannot read {path}: {e.strerror or e}", "grader"
         return
     sub.left_out += chosen.skipped
     if ENTRY.as_posix() not in files:
-        sub.problem = f"{sub.path.name}/tests/adapters.py could not be read ({'; '.join(chosen.skipped)[:300]})"
+        sub.problem = f"{path.name}/tests/adapters.py could not be read ({'; '.join(chosen.skipped)[:300]})"
         return
     total = sum(len(b) for b in files.values())
     if total > MAX_REPO_BYTES:

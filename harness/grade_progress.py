@@ -52,7 +52,7 @@ class Progress:
         self._lock = threading.RLock()
         self._last = time.monotonic()
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
     # -- text
     def eta_s(self) -> float | None:

@@ -92,13 +92,21 @@ def _render(result: dict, copy: Path, display: str) -> str | None:
 def display_path(sub: Submission) -> str:
     """The submission's path as the student knows it: relative to the student's own folder (`model.py`,
     `src/model.py`), never the instructor's absolute path (results and reports are handed to students)."""
-    parts = sub.path.parts
+    path = _file(sub)
+    parts = path.parts
     inside = [i for i, p in enumerate(parts[:-1]) if p == sub.student]
-    return "/".join(parts[inside[-1] + 1:]) if inside else sub.path.name
+    return "/".join(parts[inside[-1] + 1:]) if inside else path.name
+
+
+def _file(sub: Submission) -> Path:
+    """The file (or repository) to grade: a submission with a problem has none and never reaches a job."""
+    if sub.path is None:
+        raise ValueError(f"{sub.student} has nothing to grade: {sub.problem}")
+    return sub.path
 
 
 def _job(sub: Submission, opts: Options) -> dict:
-    job = {"student": sub.student, "filename": sub.path.name, "data": sub.data, "display": display_path(sub),
+    job = {"student": sub.student, "filename": _file(sub).name, "data": sub.data, "display": display_path(sub),
            **opts.result_options(), "limits": opts.limits()}
     if sub.repo:
         job.update(files=sub.files, assignment="lm")

@@ -84,7 +84,7 @@ def _grade_dask(grader, todo, summary, progress):
 def _stop_children() -> None:
     """On Ctrl-C: kill the process groups of our own running check children (best effort, Linux)."""
     me = os.getpid()
-    pids = set()
+    pids: set[int] = set()
     try:
         for task in os.listdir(f"/proc/{me}/task"):
             try:

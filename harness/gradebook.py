@@ -170,7 +170,8 @@ def csv_text(rows: list[dict]) -> str:
 
 def cause_summary(rows: list[dict]) -> list[dict]:
     """How many students have each cause, most common first (ties by id): what to re-teach."""
-    counts, titles = Counter(), {}
+    counts: Counter[str] = Counter()
+    titles: dict[str, str] = {}
     for r in rows:
         if r["verdict"] == "error" and not r.get("all_causes"):     # stopped before any check: still counted
             counts["no-check"] += 1
@@ -190,7 +191,8 @@ def cause_summary(rows: list[dict]) -> list[dict]:
 def component_summary(rows: list[dict]) -> list[dict]:
     """Assignment lm: how many students lose points on each component, most common first, with the causes
     diagnosed there (most common first)."""
-    counts, causes = Counter(), {}
+    counts: Counter[str] = Counter()
+    causes: dict[str, Counter[str]] = {}
     for r in rows:
         for comp, cause in dict(r.get("components_lost") or []).items():
             counts[comp] += 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
+else:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
@@ -31,7 +32,7 @@ class Rubric:
     name: str
     max_score: float
     error_score: float
-    default_deduction: float
+    default_deduction: float | str               # points, or "all" (max_score)
     causes: dict = field(default_factory=dict)   # cause id -> points (float) or "all"
     checks: dict = field(default_factory=dict)   # check id -> points (float) or "all"
     source: str = "<default>"
@@ -54,15 +55,17 @@ def known_check_ids() -> set:
     return known_ids()
 
 
-def _number(value, where: str, *, allow_all: bool) -> float | str:
-    if allow_all and value == "all":
-        return "all"
+def _number(value, where: str, also: str = "") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        also = ' or "all"' if allow_all else ''
         raise RubricError(f"{where} must be a number{also}, not {value!r}")
     if value < 0:
         raise RubricError(f"{where} must be >= 0, not {value!r}")
     return float(value)
+
+
+def _points(value, where: str) -> float | str:
+    """A deduction: a number of points, or "all" (the whole max_score)."""
+    return "all" if value == "all" else _number(value, where, ' or "all"')
 
 
 def _unknown(kind: str, key: str, known, where: str) -> RubricError:
@@ -82,13 +85,13 @@ def parse(text: str, source: str = "<string>") -> Rubric:
         raise _unknown("key", unknown[0], TOP_KEYS, source)
     if "max_score" not in data:
         raise RubricError(f"{source}: max_score is required")
-    max_score = _number(data["max_score"], f"{source}: max_score", allow_all=False)
+    max_score = _number(data["max_score"], f"{source}: max_score")
     if max_score <= 0:
         raise RubricError(f"{source}: max_score must be > 0")
-    error_score = _number(data.get("error_score", 0), f"{source}: error_score", allow_all=False)
+    error_score = _number(data.get("error_score", 0), f"{source}: error_score")
     if error_score > max_score:
         raise RubricError(f"{source}: error_score ({error_score:g}) is above max_score ({max_score:g})")
-    default = _number(data.get("default_deduction", 0), f"{source}: default_deduction", allow_all=True)
+    default = _points(data.get("default_deduction", 0), f"{source}: default_deduction")
     name = data.get("name", Path(source).stem if source != "<string>" else "rubric")
     if not isinstance(name, str):
         raise RubricError(f"{source}: name must be a string")
@@ -101,7 +104,7 @@ def parse(text: str, source: str = "<string>") -> Rubric:
         for key, value in raw.items():
             if key not in known:
                 raise _unknown(kind, key, known, f"{source} [{table}]")
-            out[key] = _number(value, f"{source} [{table}] {key}", allow_all=True)
+            out[key] = _points(value, f"{source} [{table}] {key}")
         tables[table] = out
     lm = {}
     if "lm" in data:
@@ -114,7 +117,7 @@ def parse(text: str, source: str = "<string>") -> Rubric:
     if hint and hint not in ("cause", "line", "patch"):
         raise RubricError(f"{source}: hint_level must be \"cause\", \"line\" or \"patch\", not {hint!r}")
     return Rubric(name=name, max_score=max_score, error_score=error_score, hint_level=hint,
-                  default_deduction=default if default == "all" else float(default),
+                  default_deduction=default,
                   causes=tables["causes"], checks=tables["checks"], source=source,
                   digest=hashlib.sha256(text.encode("utf-8")).hexdigest(), lm=lm)
 

@@ -15,6 +15,7 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                padding_mask_inverted, padding_mask_missing, positional_encoding_formula,
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
+from .base import Cause
 
 RULES = (
     tampering,  # first: when the checks were interfered with, nothing else they say can be trusted
@@ -34,7 +35,7 @@ RULES = (
 
 def _first_per_id(causes) -> tuple:
     """One Cause per id, the first: lm reuses missing-module, forward-error and the lessons' bug ids."""
-    out = {}
+    out: dict[str, Cause] = {}
     for c in causes:
         out.setdefault(c.id, c)
     return tuple(out.values())

@@ -44,7 +44,7 @@ class Evidence:
 
     def __init__(self, result: dict):
         self.result = result
-        self.by_id = {}
+        self.by_id: dict[str, dict] = {}
         for c in result.get("checks", []):
             self.by_id.setdefault(c["id"], c)
         self.assignment = result.get("assignment")
@@ -116,7 +116,8 @@ def padding_finding(ev, kind: str) -> Finding | None:
         return None
     if mech.get("t_q") == mech.get("t_k") == 11 and ev.failed("causal-leak"):
         return None     # PAD weight in the decoder self-attention: rows the broken causal mask leaves empty
-    lines, explains = [say(c), "mechanism: " + mech["text"]], ("padding-invariance", "overfit")
+    lines = [say(c), "mechanism: " + mech["text"]]
+    explains: tuple[str, ...] = ("padding-invariance", "overfit")
     leak = ev.failed("causal-leak")
     if kind == "inverted" and leak and ev.mechanism("causal-leak").get("kind") == "no-key-allowed":
         # combined with the causal triangle by AND, a mask that allows only PAD leaves unpadded rows no key

@@ -22,7 +22,7 @@ def diagnose(ev):
     pc = ev.get("param-count")
     if pc and pc["status"] != "pass":
         lines.append(say(pc))
-    explains = ()
+    explains: tuple[str, ...] = ()
     f = ev.failed("pe-formula")
     if f and (f.get("data") or {}).get("kind") == "overwritten":
         # Built alone the table is right; inside the model it is not. Being a Parameter is what lets an

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..checks import BY_ID, value
+from ..checks import BY_ID, bound, spread, value
 from .figure_common import (
     BLUE,
     GREY,
@@ -242,7 +242,7 @@ def rowmax(vals) -> Figure:
     fig = new_figure(6.4, 3.0)
     ax = fig.axes(0.1, 0.16, 0.88, 0.64)
     sat = BY_ID["attn-saturation"]           # the check's declared spreads: the figure states the same
-    good, bad = sat.correct, value("attn-saturation", "unscaled")
+    good, bad = spread("attn-saturation"), value("attn-saturation", "unscaled")
     ax.vspan(good.lo, good.hi, SKY, alpha=0.35, label=f"correct code's mean {good}")
     edges = np.linspace(0, 1, 41)
     ax.bars(edges, np.histogram(np.clip(v, 0, 1), bins=edges)[0], BLUE, alpha=0.9, label="your rows")
@@ -256,7 +256,7 @@ def rowmax(vals) -> Figure:
     alt = (f"Histogram of the largest attention weight per row at initialisation over {v.size} rows; "
            f"mean {mean:.2f} (correct code {good}, {bad} without the 1/sqrt(d_k) scaling; the check fails "
            f"at {sat.text}).")
-    cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if not sat.bound.ok(mean) else "")
+    cap = f"mean {mean:.3f} over {v.size} rows" + (" - saturated" if not bound("attn-saturation").ok(mean) else "")
     return to_figure(fig, alt, cap)
 
 

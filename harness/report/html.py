@@ -21,6 +21,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from . import figures as F
 from .intro import INTRO
@@ -28,7 +29,7 @@ from . import lm_sections
 from .lm_checklist import html_rows
 from .terminal import source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
-from .text import reference_run_text
+from .text import as_dict, reference_run_text
 from .text import trunc as _str
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -113,7 +114,7 @@ def _checks(result) -> list[dict]:
 
 
 def _by_id(result) -> dict:
-    out = {}
+    out: dict[object, dict] = {}
     for c in _checks(result):
         out.setdefault(c.get("id"), c)
     return out
@@ -159,7 +160,7 @@ def _section_figures(sid: str, art: dict, result: dict):
     if sid == "cross-attention":
         return F.cross_attention(art["cross_attention"])
     if sid == "training":
-        ref = (result.get("reference") or {}) if isinstance(result.get("reference"), dict) else {}
+        ref = as_dict(result.get("reference"))
         return [F.training(art["training"], ref.get("training") if isinstance(ref.get("training"), dict) else None)]
     if sid == "lr-schedule":
         return [F.lr_trace(art["trace"])]
@@ -178,9 +179,9 @@ def _section_figures(sid: str, art: dict, result: dict):
 
 def _cross_text(result: dict, art: dict) -> dict:
     """The numbers under the cross-attention maps: the pattern check and per-layer, per-head masses."""
-    out = {"summary": None, "rows": []}
-    c = _by_id(result).get("cross-attn-pattern")
-    m = c.get("measured") if isinstance(c, dict) else None
+    out: dict[str, Any] = {"summary": None, "rows": []}
+    c = as_dict(_by_id(result).get("cross-attn-pattern"))
+    m = c.get("measured")
     if isinstance(m, dict) and isinstance(m.get("anti_diagonal"), (int, float)):
         out["summary"] = {"anti": fmt_num(float(m["anti_diagonal"])),
                           "diag": fmt_num(float(m["diagonal"])) if isinstance(m.get("diagonal"), (int, float)) else "—",
@@ -206,7 +207,7 @@ def _cross_text(result: dict, art: dict) -> dict:
 def build_sections(result: dict, timings: dict, not_measured: list | None = None) -> list[dict]:
     """The picture sections in order; titles of pictures no probe of this assignment makes go to not_measured."""
     not_measured = [] if not_measured is None else not_measured
-    art = result.get("artifacts") if isinstance(result.get("artifacts"), dict) else {}
+    art = as_dict(result.get("artifacts"))
     assignment = result.get("assignment")
     out = []
     for sec in SECTIONS:
@@ -214,7 +215,7 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
         present = any(art.get(k) is not None for k in keys)
         if not present and assignment in ("reversal", "block", "lm") and assignment not in assign:
             continue    # a picture of the other assignment: leave it out
-        entry = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
+        entry: dict[str, Any] = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
                  "error": None, "note": None, "extra": None}
         if sid == "training" and present and isinstance(art.get("training"), dict):
             ref = result.get("reference")
@@ -246,7 +247,7 @@ def param_table(result: dict) -> dict:
     if c is None:
         sec = ("parameters", "", (), (), ("param-count",), False)
         return {"absent": absent_reason(result, sec), "rows": []}
-    m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+    m = as_dict(c.get("measured"))
     lesson = (c.get("data") or {}).get("lesson") if isinstance(c.get("data"), dict) else None
     lesson = lesson if isinstance(lesson, dict) else {}
     if not m:
@@ -257,8 +258,7 @@ def param_table(result: dict) -> dict:
         yours, theirs = m.get(k), lesson.get(k)
         if yours is None and theirs is None:
             continue
-        ok_y, ok_t = isinstance(yours, (int, float)), isinstance(theirs, (int, float))
-        diff = (yours - theirs) if ok_y and ok_t else None
+        diff = yours - theirs if isinstance(yours, (int, float)) and isinstance(theirs, (int, float)) else None
         rows.append({"name": k, "yours": fmt_value(yours), "lesson": fmt_value(theirs),
                      "diff": "" if diff is None else ("0" if diff == 0 else f"{diff:+,}"), "same": diff == 0,
                      "total": k == "total"})
@@ -271,11 +271,12 @@ STATUS_LABEL = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error", "ski
 def check_rows(result: dict) -> list[dict]:
     rows = []
     for c in _checks(result)[:500]:
-        st = c.get("status") if c.get("status") in STATUS_LABEL else "info"
-        rows.append({"id": _str(c.get("id"), 64), "status": st, "label": STATUS_LABEL[st],
+        st, cid = c.get("status"), _str(c.get("id"), 64)
+        st = st if isinstance(st, str) and st in STATUS_LABEL else "info"
+        rows.append({"id": cid, "status": st, "label": STATUS_LABEL[st],
                      "measured": measured_lines(c.get("measured")), "expected": _str(c.get("expected"), 300),
                      "detail": _str(c.get("detail"), 600), "where": where(c.get("location")),
-                     "section": CHECK_SECTION.get(c.get("id"))})
+                     "section": CHECK_SECTION.get(cid)})
     return rows
 
 
@@ -306,7 +307,9 @@ def diagnoses(result: dict, source_path) -> list[dict]:
     for i, d in enumerate([d for d in result.get("diagnoses") or [] if isinstance(d, dict)][:30], start=1):
         loc = d.get("location") if isinstance(d.get("location"), dict) else None
         raw = [_str(e, 5000) for e in (d.get("evidence") or [])[:100]] if isinstance(d.get("evidence"), list) else []
-        ev, also, see = [], [], []
+        ev: list[str] = []
+        also: list[str] = []
+        see: list[str] = []
         for e in raw:
             if e.startswith("also explains ") and len(also) < 60:
                 also.append(e[len("also explains "):].split(":", 1)[0].strip()[:64])
@@ -330,26 +333,27 @@ def diagnoses(result: dict, source_path) -> list[dict]:
 SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"} | lm_sections.TITLES
 
 
-def context(result: dict, source_path=None, timings: dict | None = None) -> dict:
+def context(result: object, source_path=None, timings: dict | None = None) -> dict:
     timings = {} if timings is None else timings
-    result = result if isinstance(result, dict) else {}
+    result = result if isinstance(result, dict) else {}       # whatever it is, a report is written
     checks = _checks(result)
-    counts = {}
+    counts: dict[object, int] = {}    # by status, as the result spells it
     for c in checks:
         counts[c.get("status")] = counts.get(c.get("status"), 0) + 1
-    verdict = result.get("verdict") if result.get("verdict") in ("clean", "problems", "error") else "error"
+    verdict = result.get("verdict")
+    verdict = verdict if verdict in ("clean", "problems", "error") else "error"
     diags = diagnoses(result, source_path)
     headline = {"clean": "No problems found",
                 "problems": f"{len(diags)} likely problem{'s' if len(diags) != 1 else ''}" if diags else "Problems",
                 "error": "The check could not finish"}[verdict]
     t_sec = time.perf_counter()
-    not_measured = []
+    not_measured: list[str] = []
     sections = build_sections(result, timings, not_measured)
     timings["figures"] = round(time.perf_counter() - t_sec, 4)
     params = param_table(result)
     if params.get("absent") == NOT_FOR_ASSIGNMENT:
         not_measured.append("Parameter count")
-    tms = result.get("timings") if isinstance(result.get("timings"), dict) else {}
+    tms = as_dict(result.get("timings"))
     err = result.get("error") if isinstance(result.get("error"), dict) else None
     return {
         "submission": _str(result.get("submission") or source_path or "submission", 500),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
+from .text import as_dict
 
 MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
 
@@ -10,7 +11,7 @@ MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", 
 def rows(result: dict) -> list[dict]:
     """[{component, adapter, state, note, diagnosis}] for every component, in build order."""
     checks = {c.get("id"): c for c in result.get("checks") or [] if isinstance(c, dict)}
-    diag = {}
+    diag: dict[str, str | None] = {}
     for d in result.get("diagnoses") or []:
         if isinstance(d, dict) and d.get("component"):
             diag.setdefault(d["component"], d.get("id"))
@@ -25,11 +26,11 @@ def rows(result: dict) -> list[dict]:
                 "not defined" if data.get("kind") == "absent" else "not run"
             note = str(c.get("detail", ""))[:120]
         elif c["status"] == "pass":
-            m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+            m = as_dict(c.get("measured"))
             state, note = "pass", (f"max rel error {m['max_rel']:.1e}" if isinstance(m.get("max_rel"), (int, float))
                                    else "")
         else:
-            m = c.get("measured") if isinstance(c.get("measured"), dict) else {}
+            m = as_dict(c.get("measured"))
             state = "fail" if c["status"] == "fail" else "error"
             note = (f"max rel error {m['max_rel']:.2g}" if isinstance(m.get("max_rel"), (int, float))
                     else str(c.get("detail", ""))[:120])

@@ -8,10 +8,12 @@ raised), else the component's state in the checklist (not implemented, raised, n
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from . import lm_figures as LF
 from .figure_common import FigureError
 from .lm_checklist import rows
+from .text import as_dict
 
 # section id, title, artifact key, component, drawing function
 SECTIONS = [
@@ -53,9 +55,8 @@ def absent(result: dict, art, comp: str, adapter_rows: dict, trunc) -> str:
     err = result.get("error")
     if isinstance(err, dict) and (err.get("kind") or err.get("reason")):
         return f"Not drawn: the check stopped early ({trunc(err.get('reason') or err.get('kind'), 300)})."
-    r = adapter_rows.get(comp)
-    state = r["state"] if r else "not run"
-    name = r["adapter"] if r else comp
+    r = adapter_rows.get(comp) or {}          # a row of lm_checklist.rows: state and adapter always set
+    state, name = r.get("state", "not run"), r.get("adapter", comp)
     if state == "not implemented":
         return f"Not drawn: {name} is not implemented yet (it raises NotImplementedError)."
     if state == "not defined":
@@ -70,12 +71,12 @@ def absent(result: dict, art, comp: str, adapter_rows: dict, trunc) -> str:
 def sections(result: dict, timings: dict, trunc) -> list[dict]:
     if result.get("assignment") != "lm":
         return []
-    arts = result.get("artifacts") if isinstance(result.get("artifacts"), dict) else {}
+    arts = as_dict(result.get("artifacts"))
     adapter_rows = {r["component"]: r for r in rows(result)}
     out = []
     for sid, title, key, comp, draw in SECTIONS:
         art = arts.get(key)
-        entry = {"id": sid, "title": title, "intro": INTRO[sid], "figures": [], "absent": None, "error": None,
+        entry: dict[str, Any] = {"id": sid, "title": title, "intro": INTRO[sid], "figures": [], "absent": None, "error": None,
                  "note": None, "extra": None}
         if art is None or (isinstance(art, dict) and art.get("skipped")):
             entry["absent"] = absent(result, art, comp, adapter_rows, trunc)

@@ -1,7 +1,7 @@
 """Text made safe for a terminal (issue 26): shared by the summary, the lm checklist and the CLI."""
 from __future__ import annotations
 
-_CONTROL = {c: None for c in list(range(0, 32)) + [127] + list(range(0x80, 0xA0))}
+_CONTROL: dict[int, str | None] = {c: None for c in list(range(0, 32)) + [127] + list(range(0x80, 0xA0))}
 _CONTROL.update({ord("\t"): " ", ord("\n"): " ", ord("\r"): " "})
 _CONTROL.update({c: None for c in (0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 

@@ -29,13 +29,16 @@ class Axes:
     def __init__(self, n: int, x: float, y: float, w: float, h: float):
         self.n, self.x, self.y, self.w, self.h = n, x, y, w, h        # n: its clip path's id; the box in px
         self.items: list[tuple] = []
-        self.xlim = self.ylim = None                 # explicit limits; else from the data
-        self.ylo = self.yhi = None                   # one side fixed (set_ylim(bottom=0))
+        self.xlim: tuple[float, float] | None = None   # explicit limits; else from the data
+        self.ylim: tuple[float, float] | None = None
+        self.ylo: float | None = None                   # one side fixed (set_ylim(bottom=0))
+        self.yhi: float | None = None
         self.logy = False
         self.is_heat = False
-        self.xt = self.yt = None                     # [(position, label)] for a heatmap's categories
+        self.xt: list[tuple[int, str]] | None = None   # [(position, label)] for a heatmap's categories
+        self.yt: list[tuple[int, str]] | None = None
         self.labels = {"title": "", "x": "", "y": ""}
-        self.legend_loc = None
+        self.legend_loc: str | None = None
         self.gridlines = False
         self.frame = True
         self.yticks_on = True
@@ -76,7 +79,7 @@ class Axes:
         self.items.append(("image", colours(m, cmap, vmin, vmax), None, {}))
 
     @staticmethod
-    def _categories(n, labels):
+    def _categories(n: int, labels) -> list[tuple[int, str]] | None:
         if n > 24:
             return None                                   # too many to label: round indices
         labels = [str(t) for t in (labels or [])][:n]
@@ -100,12 +103,15 @@ class Axes:
     def _limits(self):
         if self.xlim is not None and self.ylim is not None:
             return self.xlim, self.ylim
-        xs, ys = [], []
+        xs: list[np.ndarray] = []
+        ys: list[np.ndarray] = []
         for kind, a, b, _ in self.items:
             if kind in ("line", "scatter"):
-                xs.append(a), ys.append(b)
+                xs.append(a)
+                ys.append(b)
             elif kind == "bars":
-                xs.append(a), ys.append(b), ys.append(np.zeros(1))
+                xs.append(a)
+                ys += [b, np.zeros(1)]
             elif kind == "hline":
                 ys.append(np.array([a], float))
             elif kind in ("vline", "vspan"):
@@ -251,13 +257,13 @@ def _artist(ax, item, xlim, ylim) -> str:
                 f'fill-opacity="{st["alpha"]:g}"/>')
     if kind == "bars":
         y0 = float(ax._ty(np.array([0.0]), ylim)[0])
-        out = []
+        rects = []
         for left, right, hgt in zip(a[:-1].tolist(), a[1:].tolist(), b.tolist()):
             if hgt > 0:
                 x0, x1 = ax._tx(left, xlim), ax._tx(right, xlim)
                 y1 = float(ax._ty(np.array([hgt]), ylim)[0])
-                out.append(f'<rect x="{f1(x0)}" y="{f1(y1)}" width="{f1(max(x1 - x0, 0.5))}" height="{f1(y0 - y1)}"/>')
-        return f'<g fill="{st["colour"]}" fill-opacity="{st["alpha"]:g}">' + "".join(out) + "</g>"
+                rects.append(f'<rect x="{f1(x0)}" y="{f1(y1)}" width="{f1(max(x1 - x0, 0.5))}" height="{f1(y0 - y1)}"/>')
+        return f'<g fill="{st["colour"]}" fill-opacity="{st["alpha"]:g}">' + "".join(rects) + "</g>"
     if kind == "text":
         (x, y), s = a, b
         px = ax.x + x * ax.w if st["coords"][0] == "axes" else ax._tx(x, xlim)

@@ -15,6 +15,7 @@ import threading
 import time
 
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
+from .text import as_dict
 
 STATUS_ORDER = ("fail", "error", "skip", "info", "pass")
 STATUS_COLOR = {"pass": "blue", "fail": "red", "error": "yellow", "skip": None, "info": "cyan"}
@@ -58,7 +59,7 @@ class Progress:
         self.interval = interval
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._done = False
         if self.tty:   # animate from the start: the child takes a few seconds before its first phase
             self._start()
@@ -252,7 +253,7 @@ def _wrap(first: str, text, width: int | None, indent: int) -> list[str]:
     return [first + parts[0]] + [" " * indent + p for p in parts[1:]]
 
 
-def summary(result: dict, json_path=None, html_path=None, color: bool | None = None,
+def summary(result: object, json_path=None, html_path=None, color: bool | None = None,
             width: int | None = None, max_causes: int = 3) -> str:
     """Verdict, the top causes with one line of evidence and file:line each, where the reports are.
 
@@ -271,13 +272,13 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
         kw = {k: True for k, on in (("bold", bold), ("dim", dim), ("reverse", reverse)) if on}  # False emits a reset
         return click.style(text, fg=fg, **kw)
 
-    result = result if isinstance(result, dict) else {}
+    result = result if isinstance(result, dict) else {}       # whatever it is, a summary is printed
     v = result.get("verdict", "error")
     diagnoses = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
     checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
     head = {"clean": st(" CLEAN ", "blue", True, reverse=True), "problems": st(" PROBLEMS ", "red", True, reverse=True),
             "error": st(" ERROR ", "yellow", True, reverse=True)}.get(v, st(f" {str(v).upper()} ", bold=True))
-    timings = result.get("timings") if isinstance(result.get("timings"), dict) else {}
+    timings = as_dict(result.get("timings"))
     total_s = timings.get("total_s")
     meta = [f"assignment {result.get('assignment') or '?'}"]
     if isinstance(total_s, (int, float)):
@@ -329,7 +330,7 @@ def summary(result: dict, json_path=None, html_path=None, color: bool | None = N
     if result.get("assignment") == "lm" and checks:     # the component checklist, in build order
         from .lm_checklist import terminal_lines
         lines.extend(terminal_lines(result, width, st))
-    counts = {}
+    counts: dict[object, int] = {}    # by status, as the result spells it
     for c in checks:
         counts[c.get("status")] = counts.get(c.get("status"), 0) + 1
     if counts:

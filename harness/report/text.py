@@ -4,6 +4,11 @@ from __future__ import annotations
 import math
 
 
+def as_dict(v: object) -> dict:
+    """v when it is a dict, else an empty one: a result's parts are read without trusting their shape."""
+    return v if isinstance(v, dict) else {}
+
+
 def fmt_num(v) -> str:
     if isinstance(v, bool):
         return str(v)
@@ -53,7 +58,7 @@ def reference_run_text() -> str:
     from ..checks import value
     from ..reference_curves import load
     ref = load() or {}
-    tr = ref.get("training") if isinstance(ref.get("training"), dict) else {}
+    tr = as_dict(ref.get("training"))
     loss = [v for v in tr.get("loss") or [] if isinstance(v, (int, float))]
     if not loss or not isinstance(ref.get("brief_training_loss"), (int, float)):
         return ""
