@@ -100,6 +100,40 @@ def lines_mentioning(fn: ast.AST, *words: str) -> list[int]:
     return sorted(out)
 
 
+def innermost_loop(fn: ast.AST, line: int) -> ast.For | ast.While | None:
+    """The innermost for/while loop of `fn` whose body holds `line`."""
+    best = None
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.While)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def zeroing_line(fn: ast.FunctionDef, step_line: int) -> int | None:
+    """Where gradients that pile up across optimizer steps are fixed, given the line of the step that met them:
+    a zero_grad call of `fn` outside the loop that steps (it runs once, not every step), else the first
+    backward() inside that loop (the zeroing goes before it); None when neither can be told."""
+    loop = innermost_loop(fn, step_line)
+    if loop is None:
+        return None
+    inside = range(loop.lineno, (loop.end_lineno or loop.lineno) + 1)
+    zero = [c.lineno for c in calls_named(fn, "zero_grad")]
+    if zero and not any(z in inside for z in zero):
+        return zero[0]
+    back = [c.lineno for c in calls_named(loop, "backward")]
+    return back[0] if back and not zero else None
+
+
+def accumulation_line(ctx, step_line: int | None) -> int | None:
+    """The line to fix when gradients pile up across the steps of the student's train() (see zeroing_line);
+    the step where they were measured when no better line can be told."""
+    for fn in functions(ctx, "train"):
+        if step_line and fn.lineno <= step_line <= (fn.end_lineno or fn.lineno):
+            return zeroing_line(fn, step_line) or step_line
+    return step_line
+
+
 def unused_after(fn: ast.FunctionDef, line: int) -> int | None:
     """If a name assigned on `line` is never read later in `fn`, the next statement's line (where it was
     meant to be used)."""

@@ -390,7 +390,9 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          f"worst relative residual of .grad against the gradient of the step's own backward over "
                          f"steps 2-{len(res) + 1}",
                          data={"mechanism": {"kind": kind, "text": text}} if kind else {},
-                         location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else mech["grad_line"])
+                         location=ctx.where(_zero_grad_line(ctx) if kind == "zero" else
+                                            locate.accumulation_line(ctx, mech["grad_line"]) if kind == "accumulates"
+                                            else mech["grad_line"])
                          if kind else None))
     if "not_stepped" in mech:
         miss, total = mech["not_stepped"], mech.get("trainable", 0)
