@@ -163,3 +163,28 @@ def missing_residual_line(fn: ast.FunctionDef) -> int | None:
         if not adds:
             return node.lineno
     return None
+
+
+def optimizer_lines(ctx) -> tuple[int | None, int | None]:
+    """The scheduler call in train() if any, else the optimizer's; for a too-low lr, where its value comes from."""
+    fns = functions(ctx, "train")
+    if not fns:
+        return None, None
+    fn = fns[0]
+    opt = [c for c in calls_named(fn, "Adam", "AdamW", "SGD", "RMSprop", "Adagrad") if c]
+    sched = calls_named(fn, "LambdaLR", "LinearLR", "OneCycleLR", "StepLR", "CosineAnnealingLR",
+                               "SequentialLR", "ExponentialLR", "MultiStepLR", "ReduceLROnPlateau")
+    lr_line = None
+    if opt:
+        kw = next((k.value for k in opt[0].keywords if k.arg == "lr"), None)
+        lr_line = opt[0].lineno
+        if isinstance(kw, ast.Name):  # lr=lr: the value is the parameter's default
+            names = [a.arg for a in fn.args.args]
+            defaults = dict(zip(names[len(names) - len(fn.args.defaults):], fn.args.defaults))
+            if kw.id in defaults:
+                lr_line = defaults[kw.id].lineno
+        elif kw is not None:
+            lr_line = kw.lineno
+    lam = [n for n in ast.walk(sched[0]) if isinstance(n, ast.Lambda)] if sched else []
+    sched_line = lam[0].lineno if lam else sched[0].lineno if sched else (opt[0].lineno if opt else None)
+    return lr_line, sched_line

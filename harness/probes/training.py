@@ -7,7 +7,6 @@ loss, and the gradient the loss sends to logits at PAD targets.
 """
 from __future__ import annotations
 
-import ast
 import time
 
 import torch
@@ -56,6 +55,7 @@ def _trace(ctx, model, steps, batch_size):
             mech["not_stepped"] = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in stepped]
             mech["trainable"] = sum(1 for p in model.parameters() if p.requires_grad)
             mech["optimizer"] = type(opt).__name__
+            mech["base_lr"] = opt.param_groups[0].get("initial_lr")   # set by a scheduler: the lr it scales
         _mechanics(ctx, model, opt, watched, fresh, mech)
         lrs.append(float(opt.param_groups[0].get("lr", float("nan"))))
         if clipped:
@@ -203,29 +203,14 @@ def _loss_lines(ctx, line):
     return target.lineno, (locate.assignment_of(fn, var, line) if fn and var else None)
 
 
-def _optimizer_line(ctx):
-    """The scheduler call in train() if any, else the optimizer's; for a too-low lr, where its value comes from."""
-    fns = locate.functions(ctx, "train")
-    if not fns:
-        return None, None
-    fn = fns[0]
-    opt = [c for c in locate.calls_named(fn, "Adam", "AdamW", "SGD", "RMSprop", "Adagrad") if c]
-    sched = locate.calls_named(fn, "LambdaLR", "LinearLR", "OneCycleLR", "StepLR", "CosineAnnealingLR",
-                               "SequentialLR", "ExponentialLR", "MultiStepLR", "ReduceLROnPlateau")
-    lr_line = None
-    if opt:
-        kw = next((k.value for k in opt[0].keywords if k.arg == "lr"), None)
-        lr_line = opt[0].lineno
-        if isinstance(kw, ast.Name):  # lr=lr: the value is the parameter's default
-            names = [a.arg for a in fn.args.args]
-            defaults = dict(zip(names[len(names) - len(fn.args.defaults):], fn.args.defaults))
-            if kw.id in defaults:
-                lr_line = defaults[kw.id].lineno
-        elif kw is not None:
-            lr_line = kw.lineno
-    lam = [n for n in ast.walk(sched[0]) if isinstance(n, ast.Lambda)] if sched else []
-    sched_line = lam[0].lineno if lam else sched[0].lineno if sched else (opt[0].lineno if opt else None)
-    return lr_line, sched_line
+def _low_lr_line(min_peak, peak, mech, lr_line, sched_line):
+    """Where a schedule that fails comes from: a peak too low while the optimizer's own lr is fine is the
+    scheduler's factor (a lambda that multiplies by lr again); else the lr's value; a fine peak reached
+    wrongly is the schedule."""
+    if min_peak.ok(peak):
+        return sched_line
+    base = mech.get("base_lr")
+    return sched_line if isinstance(base, float) and min_peak.ok(base) else lr_line
 
 
 def trace(ctx):
@@ -253,7 +238,7 @@ def trace(ctx):
     # RAdam rectifies the early variance a warmup guards against (the no-warmup rule exempts it too)
     radam = tr["mech"].get("optimizer") == "RAdam"
     lr_ok = min_peak.ok(peak) and (radam or first <= value("lr-schedule", "first_share") * peak)
-    lr_line, sched_line = _optimizer_line(ctx)
+    lr_line, sched_line = locate.optimizer_lines(ctx)
     checks.append(check("lr-schedule", "pass" if lr_ok else "fail",
                         {"first": first, "peak": peak, "peak_step": reach, "steps": len(lrs)},
                         f"warmup from ~0 to a peak {min_peak} (lesson: {num(peak_l / warm_l)} at step 1, "
@@ -261,7 +246,8 @@ def trace(ctx):
                         f"lr {first:.2e} at step 1, peak {peak:.2e} first reached at step {reach} of {len(lrs)}",
                         data={"first": first, "peak": peak, "peak_step": reach, "warmup_default": warmup,
                               "optimizer": tr["mech"].get("optimizer")},
-                        location=None if lr_ok else ctx.where(lr_line if not min_peak.ok(peak) else sched_line)))
+                        location=None if lr_ok else ctx.where(_low_lr_line(min_peak, peak, tr["mech"], lr_line,
+                                                                           sched_line))))
     checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line, lr_low=not lr_ok)
     ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
@@ -396,7 +382,7 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          if kind else None))
     if "not_stepped" in mech:
         miss, total = mech["not_stepped"], mech.get("trainable", 0)
-        opt_line = _optimizer_line(ctx)[1] if miss else None
+        opt_line = locate.optimizer_lines(ctx)[1] if miss else None
         none = bool(miss) and len(miss) == total     # not a subset: the optimizer steps another model altogether
         out.append(check("train-optimizer-params", "pass" if not miss else "fail", len(miss),
                          "0: the optimizer holds every trainable parameter",

@@ -1,4 +1,4 @@
-"""Where piled-up gradients are fixed (harness/probes/locate.zeroing_line): a zero_grad that runs outside the
+"""Where piled-up gradients (and a too-low learning rate) are fixed (harness/probes/locate.zeroing_line): a zero_grad that runs outside the
 loop that steps, or that loop's backward() when nothing zeroes at all; the step's own line is never guessed
 past when zero_grad sits inside the loop already (something else accumulates: no better line)."""
 from __future__ import annotations
@@ -40,3 +40,18 @@ def test_zero_grad_inside_the_loop_gives_no_line_and_outside_any_loop_none():
              "        opt.step()\n")
     assert locate.zeroing_line(fn, 6) is None
     assert locate.zeroing_line(_fn("def train(m, opt):\n    m(0).backward()\n    opt.step()\n"), 3) is None
+
+
+def test_a_low_peak_with_a_fine_base_lr_is_the_schedulers_doing():
+    from harness.checks import bound
+    from harness.probes.training import _low_lr_line
+    min_peak = bound("lr-schedule")
+    low = 1e-9
+    assert not min_peak.ok(low)
+    # the optimizer's lr is fine and the scheduler scales it down (a lambda returning lr * factor): the scheduler
+    assert _low_lr_line(min_peak, low, {"base_lr": 1e-3}, lr_line=3, sched_line=5) == 5
+    # the optimizer's own lr is too low, or there is no scheduler to blame: where the lr's value comes from
+    assert _low_lr_line(min_peak, low, {"base_lr": 1e-9}, lr_line=3, sched_line=5) == 3
+    assert _low_lr_line(min_peak, low, {}, lr_line=3, sched_line=5) == 3
+    # a peak that is fine but reached wrongly (no warmup): the schedule
+    assert _low_lr_line(min_peak, 1e-3, {}, lr_line=3, sched_line=5) == 5
