@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from . import sandbox, scratch
+from .protocol import RESULT_FD, wire_argv
 
 START_TIMEOUT_S = 120.0
 _lock = threading.RLock()
@@ -286,7 +287,6 @@ def _is_child_of_zygote(pid: int) -> bool:
 
 def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: dict):
     """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
-    from . import zygote
     fds = []
     try:
         r, w = os.pipe()
@@ -295,7 +295,7 @@ def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: 
         err_r, err_w = os.pipe()
         fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
         os.write(key_w, (nonce + "\n").encode())
-        run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
+        run = worker.launch(args + wire_argv(RESULT_FD), work, [key_r, out_w, err_w, w],
                             limits)
     except BaseException:
         for fd in fds:

@@ -32,7 +32,8 @@ import signal
 import socket
 import sys
 
-RESULT_FD = 3
+from .protocol import RESULT_FD
+
 SCRUB = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 _BASELINE: dict = {}   # what the sandbox itself put in SCRUB before any run (binds of sys.path folders, e.g. a
                        # Dask worker's scratch folder under /tmp): top -> (tmpfs paths, mount points)
