@@ -98,7 +98,7 @@ def check(spec: CheckSpec, *, on_event=None, say=None) -> ChildOutcome | None:
             say("the check daemon's folder is not private to this user; checking without it")
         return None
     spec = replace(spec, path=str(Path(spec.path).resolve()), display=spec.shown())   # the daemon's cwd is not ours
-    req = {"op": "check", "spec": spec.to_json()}
+    req = dict(spec.to_json(), op="check")       # protocol.CheckSpec's fields
     conn = _connect(d / f"{key()}.sock", 5.0)
     if conn is None:
         return None

@@ -140,7 +140,7 @@ class Server:
 
     def _check(self, conn: socket.socket, req: dict) -> None:
         try:
-            spec = CheckSpec.from_json(req.get("spec"))
+            spec = CheckSpec.from_json({k: v for k, v in req.items() if k != "op"})
             spec = replace(spec, device="cpu", limits=replace(spec.limits, warm=True))
         except (TypeError, ValueError) as e:
             _send(conn, {"error": f"a malformed check request: {e}"})
