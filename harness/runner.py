@@ -316,17 +316,17 @@ def _stop(proc, work: Path, isolation: str) -> str:
 def _static_findings(copy: Path, display: str) -> list[dict]:
     """scan.scan_source on the submission's text, with locations; a file too big to parse (or a notebook
     too big to decode) is read in chunks by scan.scan_file instead: every byte is read, whatever the size."""
-    from . import loader, scan
+    from . import scan, source
     try:
         size = copy.stat().st_size
         if size > scan.MAX_AST_CHARS:
             return scan.scan_file(copy, lines=copy.suffix != ".ipynb")
-        src = loader.read_source(display, copy.read_bytes())
+        src = source.read_source(display, copy.read_bytes())
         found = scan.scan_source(src.text)
         for f in found:
             f["location"] = src.where(f["line"]) if f.get("line") else None
         return found
-    except loader.SubmissionError:
+    except source.SubmissionError:
         return []            # not text, or not a notebook: it will not load either
     except Exception:
         try:
