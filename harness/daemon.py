@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from .identity import PACKAGES
 from .outcome import ChildOutcome
 from .protocol import CheckSpec
 
@@ -72,7 +73,7 @@ def key() -> str:
     for k in INHERITED:
         h.update(f"\0{k}={os.environ.get(k, '')}".encode())
     root = Path(__file__).resolve().parent.parent
-    for pkg in ("harness", "reference_model", "mutants"):
+    for pkg in PACKAGES:
         for f in sorted((root / pkg).rglob("*")):
             if f.suffix in (".py", ".pt", ".toml", ".html", ".json") and "__pycache__" not in f.parts:
                 st = f.stat()
