@@ -27,6 +27,8 @@ MESSAGE_KINDS = (MSG_PHASE, MSG_RESULT, MSG_INTEGRITY)
 PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
                  "submission-files")   # check ids only the parent may report (a child's are dropped)
 ASSIGNMENTS = ("reversal", "block", "lm")
+# how a check's child ended, as the runner observed it (outcome.ChildOutcome.status; crosses the daemon's socket)
+OUTCOME_STATUSES = ("ok", "timeout", "memory", "crashed", "no-result", "grader-fault")
 STATUSES = frozenset({"pass", "fail", "skip", "error", "info"})
 VERDICTS = frozenset({"clean", "problems", "error"})
 SCHEMA = 1

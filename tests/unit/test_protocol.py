@@ -142,3 +142,16 @@ def test_the_result_channels_message_kinds_are_the_protocols():
                         sent.add(v.id if isinstance(v, ast.Name) else repr(getattr(v, "value", v)))
     assert sent and sent <= {"MSG_PHASE", "MSG_RESULT", "MSG_INTEGRITY"}, sent
     assert set(protocol.MESSAGE_KINDS) == {"phase", "result", "integrity"}
+
+
+def test_an_outcome_has_a_declared_status():
+    from harness.engine import build_result
+    from harness.outcome import ChildOutcome
+    with pytest.raises(ValueError):
+        ChildOutcome(None, "timed-out")
+    recorded = {json.loads(p.read_text())["status"] for p in GOLDENS}
+    assert recorded <= set(protocol.OUTCOME_STATUSES)
+    for status in protocol.OUTCOME_STATUSES[1:]:      # each ends as an error whose kind is the status
+        r = build_result(ChildOutcome(None, status, "ended"), "x.py", "block")
+        assert r["verdict"] == "error" and r["error"]["kind"] == status
+        assert r["error"]["student_fault"] is (status != "grader-fault")
