@@ -24,6 +24,12 @@ EXIT_CHANNEL = 86        # the child's exit status when the submission closed or
 EXIT_MEMORY = 87         # the child's exit status when the submission ran out of memory (MemoryError, allocator)
 MSG_PHASE, MSG_RESULT, MSG_INTEGRITY = "phase", "result", "integrity"   # a result-channel line's "event"
 MESSAGE_KINDS = (MSG_PHASE, MSG_RESULT, MSG_INTEGRITY)
+# A warm worker's control socket (warm.py <-> zygote.py): a request carries these descriptors, in this order,
+# and the fork takes them as these numbers: the run's key (stdin), stdout, stderr, the result pipe.
+FORK_FDS = (0, 1, 2, RESULT_FD)
+# the worker's answers, one key each: started up (its pid), forked a run (the fork's pid), the run's exit
+# status (with what it changed in the worker: `poisoned`), a request it refused
+CTL_READY, CTL_STARTED, CTL_EXIT, CTL_POISONED, CTL_ERROR = "ready", "started", "exit", "poisoned", "error"
 PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
                  "submission-files")   # check ids only the parent may report (a child's are dropped)
 ASSIGNMENTS = ("reversal", "block", "lm")

@@ -155,3 +155,14 @@ def test_an_outcome_has_a_declared_status():
         r = build_result(ChildOutcome(None, status, "ended"), "x.py", "block")
         assert r["verdict"] == "error" and r["error"]["kind"] == status
         assert r["error"]["student_fault"] is (status != "grader-fault")
+
+
+def test_the_warm_workers_control_messages_are_the_protocols():
+    """zygote.py answers and warm.py reads only the declared keys (no string typed on one side only)."""
+    declared = {protocol.CTL_READY, protocol.CTL_STARTED, protocol.CTL_EXIT, protocol.CTL_POISONED,
+                protocol.CTL_ERROR}
+    assert protocol.FORK_FDS == (0, 1, 2, protocol.RESULT_FD)
+    for name in ("zygote.py", "warm.py"):
+        src = (ROOT / "harness" / name).read_text()
+        assert not [k for k in declared if f'"{k}":' in src or f'get("{k}")' in src or f'["{k}"]' in src], name
+        assert "CTL_EXIT" in src and "CTL_STARTED" in src, name
