@@ -7,7 +7,8 @@ import tempfile
 from pathlib import Path
 
 from .engine import build_result
-from .runner import Limits, run_child
+from .protocol import CheckSpec, Limits
+from .runner import run_spec
 
 
 def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
@@ -18,17 +19,20 @@ def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int =
     `daemon`: in a fork of this user's check daemon's warm worker (daemon.py; CPU only); cold when none is
     running or it cannot be used (`say(text)` hears why, when that is unexpected). daemon.start() starts
     one; the CLI does so once its report is written."""
-    path = Path(path)
+    spec = CheckSpec(str(Path(path)), assignment=assignment, seed=seed, device=device, quick=quick, isolate=isolate,
+                     limits=limits or Limits())
+    return check_spec(spec, on_event=on_event, daemon=daemon, say=say)
+
+
+def check_spec(spec: CheckSpec, *, on_event=None, daemon: bool = False, say=None) -> dict:
+    """check_file for a request already typed (protocol.CheckSpec)."""
     outcome = None
-    lim = limits or Limits()
-    if daemon and device == "cpu" and not lim.warm:
+    if daemon and spec.device == "cpu" and not spec.limits.warm:
         from . import daemon as check_daemon
-        outcome = check_daemon.check(path, assignment=assignment, seed=seed, quick=quick, limits=lim,
-                                     on_event=on_event, isolate=isolate, say=say)
+        outcome = check_daemon.check(spec, on_event=on_event, say=say)
     if outcome is None:
-        outcome = run_child(path, assignment=assignment, seed=seed, device=device, quick=quick, limits=lim,
-                            on_event=on_event, isolate=isolate)
-    return build_result(outcome, str(path), assignment, quick=quick)
+        outcome = run_spec(spec, on_event=on_event)
+    return build_result(outcome, spec.shown(), spec.assignment, quick=spec.quick)
 
 
 def exit_code(result: dict) -> int:

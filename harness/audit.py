@@ -33,6 +33,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .identity import PACKAGES
+
 MAX_RECORDS = 50
 
 _NET = {"socket.connect": "connect", "socket.bind": "bind", "socket.sendto": "sendto"}
@@ -302,7 +304,7 @@ def _short(x, n=160) -> str:
 def grader_roots() -> list[str]:
     """The grader's own folders (the harness, the reference solution, the mutants): never the student's to read."""
     roots = [os.path.dirname(os.path.abspath(__file__))]
-    for name in ("reference_model", "mutants"):
+    for name in (p for p in PACKAGES if p != __package__):      # harness is this folder
         mod = sys.modules.get(name)
         f = getattr(mod, "__file__", None)
         if isinstance(f, str):

@@ -18,7 +18,6 @@ does with a forged or broken channel.
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -27,9 +26,8 @@ import time
 import traceback
 
 from .child_integrity import add_integrity, guarded_context, tamper_check
+from .protocol import EXIT_CHANNEL, EXIT_MEMORY, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, parse_argv
 
-EXIT_CHANNEL = 86    # keep in step with runner.EXIT_CHANNEL
-EXIT_MEMORY = 87     # keep in step with runner.EXIT_MEMORY
 _exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
 
 
@@ -170,24 +168,10 @@ def _is_memory(exc) -> bool:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--submission", required=True)
-    ap.add_argument("--display-name", default=None)
-    ap.add_argument("--assignment", default="auto")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--result-fd", type=int, required=True)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
-    ap.add_argument("--isolation", default="", help="how the parent isolated this process (bwrap or none)")
-    ap.add_argument("--load-timeout", type=float, default=30.0, help="seconds loading (definitions only) may take")
-    ap.add_argument("--side", action="store_true", help="run the training probes in a second process, beside")
-    for opt in ("--only-probes", "--extra-probes"):  # probe ids (a,b): only these (+contract); also when --quick
-        ap.add_argument(opt, default="")
-    a = ap.parse_args(argv)
+    a, result_fd, auth_stdin = parse_argv(sys.argv[1:] if argv is None else argv)   # protocol.CheckSpec
+    lim = a.limits
 
-    channel = _Channel(a.result_fd, _read_key(a.auth_stdin))
+    channel = _Channel(result_fd, _read_key(auth_stdin))
     send = channel.send
     from .confine import protect_surroundings
     protect_surroundings()       # its parent (a warm worker...) out of reach of prlimit, renice, signals
@@ -209,7 +193,7 @@ def main(argv=None):
     # functions are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones.
     import torch._dynamo  # noqa: F401
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
-    torch.set_num_threads(a.threads or 1)
+    torch.set_num_threads(lim.threads or 1)
     t_dynamo = time.perf_counter()
     from .calibrate import slowdown as _slowdown
     slowdown = _slowdown()
@@ -225,9 +209,9 @@ def main(argv=None):
     guard = capture()
     from . import audit as audit_mod
     # Last before the student's file: what their code tries outside its lane is recorded from here on.
-    audit = audit_mod.install(a.submission, here, a.isolation)
+    audit = audit_mod.install(a.path, here, a.isolate)
     # introspection is told to the parent at once: a line already on the pipe cannot be taken back
-    audit.notify = lambda what: send({"event": "integrity", "what": what})
+    audit.notify = lambda what: send({"event": MSG_INTEGRITY, "what": what})
     from .hide import Hidden
     hidden = Hidden(guard._sysmods, audit.grader, is_student=audit.is_student, report=lambda name, line: guard._found(
         f"uses the grader's own code: imported {name} while the checks ran", None, line))
@@ -236,22 +220,22 @@ def main(argv=None):
     real_out, real_err = sys.stdout, sys.stderr
     t0 = time.perf_counter()
     result = {"checks": [], "skipped_code": [], "artifacts": {}, "timings": dict(startup), "load": {"ok": False}}
-    send({"event": "phase", "name": "load"})
+    send({"event": MSG_PHASE, "name": "load"})
     from . import lm_loader, on_demand
     raw = None
-    if not os.path.isdir(a.submission):   # a folder is an `lm` repository
-        with open(a.submission, "rb") as f:
+    if not os.path.isdir(a.path):   # a folder is an `lm` repository
+        with open(a.path, "rb") as f:
             raw = f.read()
     sys.stdout = sys.stderr = captured
     seed_all(a.seed, "load")
     try:
         if lm_loader.wants(raw, a.assignment):
-            source, module = lm_loader.load(a.submission, a.display_name, raw, a.load_timeout)
+            source, module = lm_loader.load(a.path, a.shown(), raw, lim.load_timeout_s)
         else:
-            source = loader.read_source(a.display_name or a.submission, raw)
-            source.run_path = a.submission  # frames name the copy that runs; locations show the user's name
+            source = loader.read_source(a.shown(), raw)
+            source.run_path = a.path  # frames name the copy that runs; locations show the user's name
             guard.set_student(source.code_path, source.text)   # whose changes count: this file's
-            module = loader.load(source, timeout_s=a.load_timeout)
+            module = loader.load(source, timeout_s=lim.load_timeout_s)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
         if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):
@@ -267,7 +251,7 @@ def main(argv=None):
         if guard.findings:
             result["checks"].insert(0, tamper_check(check, guard, src))
         add_integrity(result, check, audit, guard, src, captured)
-        send({"event": "result", "result": result})
+        send({"event": MSG_RESULT, "result": result})
         return _finish()
     finally:
         sys.stdout, sys.stderr = real_out, real_err
@@ -338,8 +322,8 @@ def main(argv=None):
         guard.check(probe.id)
         return checks
 
-    todo = select(assignment, a.quick, a.only_probes, a.extra_probes)
-    beside = child_side.plan(todo, a.side and a.device == "cpu")     # what runs in a second process
+    todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes)
+    beside = child_side.plan(todo, a.side)     # what runs in a second process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
     for probe in todo:
@@ -348,7 +332,7 @@ def main(argv=None):
             beside = beside if side is not None else []         # could not fork: all of them run here
         if side is not None and probe in beside:
             continue
-        send({"event": "phase", "name": probe.id})
+        send({"event": MSG_PHASE, "name": probe.id})
         t = time.perf_counter()
         checks = run(probe)
         if probe.id == "contract" and checks and checks[0].get("status") == "fail":
@@ -367,7 +351,7 @@ def main(argv=None):
     result["artifacts"] = ctx.artifacts
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
-    send({"event": "result", "result": result})
+    send({"event": MSG_RESULT, "result": result})
     return _finish()
 
 

@@ -24,6 +24,8 @@ import os
 import secrets
 import time
 
+from .protocol import MSG_PHASE
+
 MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by the probes long before this
 
 
@@ -117,7 +119,7 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
             line, buf = buf.split(b"\n", 1)
             name = line[1:].decode("ascii", "replace")
             if line.startswith(b"P") and name in ids:
-                send({"event": "phase", "name": name})
+                send({"event": MSG_PHASE, "name": name})
     report_bytes = buf[1 + len(side.key):] if buf.startswith(b"R" + side.key) and size <= MAX_BYTES else b""
     os.close(side.fd)
     _, status = os.waitpid(side.pid, 0)

@@ -29,10 +29,12 @@ import stat
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 
+from .identity import PACKAGES
 from .outcome import ChildOutcome
+from .protocol import CheckSpec
 
 IDLE_S = 600.0              # a daemon without a check for this long exits (and its worker with it)
 ANSWER_SLACK_S = 180.0      # past the check's own limit: the worker's start, the report of the outcome
@@ -71,7 +73,7 @@ def key() -> str:
     for k in INHERITED:
         h.update(f"\0{k}={os.environ.get(k, '')}".encode())
     root = Path(__file__).resolve().parent.parent
-    for pkg in ("harness", "reference_model", "mutants"):
+    for pkg in PACKAGES:
         for f in sorted((root / pkg).rglob("*")):
             if f.suffix in (".py", ".pt", ".toml", ".html", ".json") and "__pycache__" not in f.parts:
                 st = f.stat()
@@ -84,8 +86,7 @@ def key() -> str:
     return h.hexdigest()[:20]
 
 
-def check(path: Path, *, assignment: str, seed: int, quick: bool, limits, on_event=None, isolate: str = "auto",
-          say=None) -> ChildOutcome | None:
+def check(spec: CheckSpec, *, on_event=None, say=None) -> ChildOutcome | None:
     """The check's outcome from this user's daemon; None: run it cold instead (and then call start()).
 
     No daemon is started here: the first check of a session runs cold at a cold check's speed and the CLI
@@ -97,13 +98,13 @@ def check(path: Path, *, assignment: str, seed: int, quick: bool, limits, on_eve
         if enabled() and say:
             say("the check daemon's folder is not private to this user; checking without it")
         return None
-    req = {"op": "check", "path": str(Path(path).resolve()), "display": str(path), "assignment": assignment,
-           "seed": seed, "quick": quick, "limits": asdict(limits), "isolate": isolate}
+    spec = replace(spec, path=str(Path(spec.path).resolve()), display=spec.shown())   # the daemon's cwd is not ours
+    req = dict(spec.to_json(), op="check")       # protocol.CheckSpec's fields
     conn = _connect(d / f"{key()}.sock", 5.0)
     if conn is None:
         return None
     try:
-        conn.settimeout(limits.timeout_s + ANSWER_SLACK_S)
+        conn.settimeout(spec.limits.timeout_s + ANSWER_SLACK_S)
         conn.sendall((json.dumps(req) + "\n").encode())
         for msg in _lines(conn):
             if "event" in msg and on_event is not None:

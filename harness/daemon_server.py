@@ -29,7 +29,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import sandbox, warm
-from .runner import Limits, run_child
+from .protocol import CheckSpec
+from .runner import run_spec
 
 MAX_REQUEST = 1 << 16
 
@@ -139,11 +140,9 @@ class Server:
 
     def _check(self, conn: socket.socket, req: dict) -> None:
         try:
-            lim = replace(Limits(**req["limits"]), warm=True)
-            path, display = Path(req["path"]), str(req["display"])
-            args = dict(assignment=str(req["assignment"]), seed=int(req["seed"]), quick=bool(req["quick"]),
-                        isolate=str(req.get("isolate", "auto")))
-        except (KeyError, TypeError, ValueError) as e:
+            spec = CheckSpec.from_json({k: v for k, v in req.items() if k != "op"})
+            spec = replace(spec, device="cpu", limits=replace(spec.limits, warm=True))
+        except (TypeError, ValueError) as e:
             _send(conn, {"error": f"a malformed check request: {e}"})
             return
         held, gone, done = [], threading.Event(), threading.Event()
@@ -175,8 +174,7 @@ class Server:
                     pass
 
         threading.Thread(target=watch_client, daemon=True).start()
-        outcome = run_child(path, display=display, device="cpu", limits=lim, on_event=event, acquire=acquire,
-                            **args)
+        outcome = run_spec(spec, on_event=event, acquire=acquire)
         done.set()
         with self.lock:
             self.runs += 1

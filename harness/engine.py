@@ -13,8 +13,7 @@ from .causes.base import Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
 from .outcome import ChildOutcome, stack_line
-
-STATUSES = {"pass", "fail", "skip", "error", "info"}
+from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 
 
 class InvalidResult(ValueError):
@@ -50,10 +49,10 @@ def validate_payload(p) -> dict:
         loc = c.get("location")
         if loc is not None and not (isinstance(loc, dict) and isinstance(loc.get("line"), int)):
             loc = None
-        checks.append({"id": c["id"][:64], "status": c["status"], "measured": _clean(c.get("measured")),
-                       "expected": str(c.get("expected", ""))[:300], "detail": str(c.get("detail", ""))[:2000],
-                       "data": _clean(c.get("data")) if isinstance(c.get("data"), dict) else {},
-                       "location": _clean(loc)})
+        checks.append(Check(id=c["id"][:64], status=c["status"], measured=_clean(c.get("measured")),
+                            expected=str(c.get("expected", ""))[:300], detail=str(c.get("detail", ""))[:2000],
+                            data=_clean(c.get("data")) if isinstance(c.get("data"), dict) else {},
+                            location=_clean(loc)).to_json())
     load = p.get("load") if isinstance(p.get("load"), dict) else {"ok": False}
     skipped = [s for s in p.get("skipped_code", []) if isinstance(s, dict)][:500] \
         if isinstance(p.get("skipped_code"), list) else []
@@ -63,14 +62,14 @@ def validate_payload(p) -> dict:
     return {"checks": checks, "load": _clean(load), "skipped_code": _clean(skipped),
             "artifacts": _clean(p.get("artifacts")) if isinstance(p.get("artifacts"), dict) else {},
             "stdout": str(p.get("stdout", ""))[:200_000], "timings": timings,
-            "assignment": p.get("assignment") if p.get("assignment") in ("reversal", "block", "lm") else None}
+            "assignment": p.get("assignment") if p.get("assignment") in ASSIGNMENTS else None}
 
 
 def _diag(cause_id, confidence, evidence, location=None, fix=None, title=None):
     c = BY_ID[cause_id]
-    return {"id": c.id, "title": title or c.title, "confidence": round(float(confidence), 2),
-            "evidence": [str(e) for e in evidence], "fix": fix or c.fix, "location": location,
-            "why": c.why, "severity": c.severity}
+    return Diagnosis(id=c.id, title=title or c.title, confidence=round(float(confidence), 2),
+                     evidence=[str(e) for e in evidence], fix=fix or c.fix, location=location, why=c.why,
+                     severity=c.severity).to_json()
 
 
 def _component(check_id: str) -> str | None:
@@ -129,6 +128,7 @@ def diagnose(result: dict) -> list[dict]:
         if getattr(f, "component", None):        # lm: the component the diagnosis is about
             out[-1]["component"] = f.component
     deviations, unreliable = [], []
+    message: dict[int, object] = {}      # id(diagnosis) -> the exception message it stands for (not in the JSON)
     for c in result["checks"]:
         if c["id"] in explained or c["status"] not in ("fail", "error"):
             continue
@@ -144,11 +144,12 @@ def diagnose(result: dict) -> list[dict]:
             out.append(_diag("grader-fault", 0.5, [say(c)]))
         elif c["status"] == "error" and not d.get("could_not_measure"):
             cid = "timeout" if d.get("timeout") else "forward-error"
-            same = next((o for o in out if o["id"] == cid and o.get("_message") == d.get("message")), None)
+            same = next((o for o in out if o["id"] == cid and message.get(id(o)) == d.get("message")), None)
             if same is not None:     # one exception met by several checks: one finding, the others listed
                 same["evidence"].append("also " + say(c))
             else:
-                out.append(dict(_diag(cid, 0.6, [say(c)], c.get("location")), _message=d.get("message")))
+                out.append(_diag(cid, 0.6, [say(c)], c.get("location")))
+                message[id(out[-1])] = d.get("message")
         else:
             u = _unexplained(c)
             same = next((o for o in out if o["id"] == "unexplained-failure" and u["location"] and o["location"]
@@ -172,8 +173,6 @@ def diagnose(result: dict) -> list[dict]:
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
     if ev.assignment == "lm":      # measured failures before deviations, unfinished parts and notes
         out.sort(key=lm_order)
-    for d in out:
-        d.pop("_message", None)
     return out
 
 
@@ -233,8 +232,13 @@ LOAD_KIND_TO_CAUSE = {"syntax-error": "syntax-error", "definition-error": "defin
 
 def build_result(outcome: ChildOutcome, submission: str, requested_assignment: str, source_text: str | None = None,
                  quick: bool = False) -> dict:
-    """The final, validated result: the JSON a user, a report and a gradebook read."""
-    base = {"schema": 1, "harness_version": __version__, "submission": submission,
+    """The final, validated result: the JSON a user, a report and a gradebook read (schema 1, written through
+    protocol.Result: a key the type does not declare, or a missing one, is the engine's bug and raises)."""
+    return Result.from_json(_build(outcome, submission, requested_assignment, quick), strict=True).to_json()
+
+
+def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, quick: bool) -> dict:
+    base = {"schema": SCHEMA, "harness_version": __version__, "submission": submission,
             "assignment": requested_assignment if requested_assignment != "auto" else None,
             "quick": quick, "verdict": "error", "diagnoses": [], "checks": [], "skipped_code": [],
             "stdout": outcome.stdout[-100_000:], "stderr": outcome.stderr[-20_000:], "artifacts": {},

@@ -5,7 +5,8 @@ from __future__ import annotations
 import types
 
 MISSING = object()
-GRADER_PREFIXES = ("harness", "reference_model", "mutants", "mtxdiag")
+PACKAGES = ("harness", "reference_model", "mutants")     # the grader's packages on disk (shipped, bound, hidden)
+GRADER_PREFIXES = PACKAGES + ("mtxdiag",)                 # module names that are the grader's own
 
 
 def is_grader_name(name: str) -> bool:

@@ -23,6 +23,7 @@ from . import lm_paths
 from .identity import GRADER_PREFIXES
 from .loader import (LOAD_TIMEOUT_S, LoadTimeout, Source, SubmissionError, filter_module, load_limit,
                      read_source, student_line)
+from .source import SKIP_DIRS  # folders never copied or imported (source.py; the parent copies by them too)
 
 # The contract, in the assignment's build order (the report's checklist follows it).
 ADAPTERS = ("run_linear", "run_embedding", "run_rmsnorm", "run_silu", "run_swiglu", "run_softmax",
@@ -34,10 +35,6 @@ OUT_OF_SCOPE = ("get_tokenizer", "run_train_bpe", "run_save_checkpoint", "run_lo
 # Never served from a student's repository: the grader's own packages (identity.py) and what its probes import.
 PROTECTED = set(GRADER_PREFIXES) | {"torch", "numpy", "einops", "jaxtyping", "regex", "tqdm", "typing_extensions",
                                     "click", "pytest"}
-# Folders never copied or imported: anywhere (environments, caches) and at the repository's top (data, runs).
-SKIP_ANYWHERE = {".git", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".tox", ".mypy_cache",
-                 ".pytest_cache"}
-SKIP_DIRS = SKIP_ANYWHERE | {"env", "build", "dist", "wandb", "data", "checkpoints", "outputs"}
 # Standard-library modules the grader and torch use after the student's code loaded: a student's folder of
 # that name is never served in their place (a student `code/` or `model/` package is).
 GRADER_STDLIB = {"abc", "ast", "builtins", "collections", "concurrent", "contextlib", "copy", "ctypes",

@@ -7,12 +7,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .protocol import OUTCOME_STATUSES
+
 
 @dataclass
 class ChildOutcome:
     """What the parent observed: the validated payload or why there is none."""
     payload: dict | None
-    status: str                     # "ok" | "timeout" | "memory" | "crashed" | "no-result" | "grader-fault"
+    status: str                     # one of protocol.OUTCOME_STATUSES
     reason: str = ""
     returncode: int | None = None
     seconds: float = 0.0
@@ -23,6 +25,10 @@ class ChildOutcome:
     phases: list = field(default_factory=list)
     isolation: str = ""             # "bwrap" or "none": how the child was isolated
     integrity: list = field(default_factory=list)   # tampering the parent observed (channel, static scan)
+
+    def __post_init__(self):
+        if self.status not in OUTCOME_STATUSES:     # a typo here would become a student's "crashed"
+            raise ValueError(f"not an outcome status: {self.status!r}")
 
 
 def stack_line(stack: str, path: str) -> int | None:

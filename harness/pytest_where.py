@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .identity import PACKAGES
+
 
 def _own(path: str, root: str) -> bool:
     path = os.path.realpath(path)
@@ -15,7 +17,7 @@ def _own(path: str, root: str) -> bool:
         return False
     rel = os.path.relpath(path, root).split(os.sep)
     name = rel[-1]
-    return rel[0] not in ("harness", "reference_model", "mutants") and not name.startswith(("test_", "conftest"))
+    return rel[0] not in PACKAGES and not name.startswith(("test_", "conftest"))
 
 
 def locate(component: str, fn, root) -> str | None:

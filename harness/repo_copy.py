@@ -28,7 +28,7 @@ class Selection:
 
 
 def _walked(src: Path):
-    from .lm_loader import SKIP_ANYWHERE, SKIP_DIRS
+    from .source import SKIP_ANYWHERE, SKIP_DIRS
 
     def keep_dir(name, depth):      # cs336_basics/data/ is code, ./data is not
         return not name.startswith(".") and name not in (SKIP_DIRS if depth == 1 else SKIP_ANYWHERE)

@@ -9,6 +9,8 @@ import re
 import threading
 import time
 
+from .protocol import MSG_INTEGRITY, MSG_PHASE, MSG_RESULT
+
 _PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -84,7 +86,7 @@ class ResultChannel:
             return
         self.seq += 1
         ev, name = msg.get("event"), msg.get("name")
-        if ev == "phase" and isinstance(name, str) and _PHASE.fullmatch(name):
+        if ev == MSG_PHASE and isinstance(name, str) and _PHASE.fullmatch(name):
             self.phase = name
             self.phases.append((name, round(time.monotonic() - self.t0, 2)))
             if self.on_event:
@@ -92,9 +94,9 @@ class ResultChannel:
                     self.on_event(name)
                 except Exception:
                     pass
-        elif ev == "result":
+        elif ev == MSG_RESULT:
             self.result, self.done = msg.get("result"), True
-        elif ev == "integrity" and isinstance(msg.get("what"), str):
+        elif ev == MSG_INTEGRITY and isinstance(msg.get("what"), str):
             if len(self.live) < 20:
                 self.live.append(msg["what"][:300])
         else:

@@ -31,12 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from . import memwatch, paths, sandbox
-from .limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 from .outcome import ChildOutcome
+from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
 from .repo_copy import copy_repo
 from .result_pipe import Drain, ResultChannel
 from .scratch import apply_rlimits, ask_for_stack, rlimits
@@ -45,26 +45,6 @@ from .scratch import rmtree as _rmtree
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
-EXIT_CHANNEL = 86    # the child's exit status when the submission closed or replaced its result channel
-EXIT_MEMORY = 87     # the child's exit status when the submission ran out of memory (MemoryError, allocator)
-PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
-                 "submission-files")   # check ids only the parent may report
-
-
-@dataclass
-class Limits:
-    timeout_s: float = TIMEOUT_S          # every default: harness/limits.py
-    memory_mb: int = MEMORY_MB
-    file_mb: int = 64
-    open_files: int = 512
-    threads: int = 0
-    processes: int = 256     # extra processes/threads allowed (RLIMIT_NPROC; not enforceable for root)
-    output_mb: float = OUTPUT_MB   # more stdout/stderr than this is a finding (check `output-flood`); kept: 256 KB
-    load_timeout_s: float = LOAD_TIMEOUT_S   # loading (definitions only) that runs longer ends as `timeout` during load
-    cores: int = 1           # 2: the training probes run in a second process beside the others (child_side.py)
-    warm: bool = False       # a fork of a warm worker instead of a new interpreter (warm.py; CPU only)
-    only_probes: str = ""    # comma-separated probe ids: run just these (a repair's first re-check, repair/verify.py)
-    extra_probes: str = ""   # comma-separated probe ids run beside the suite even when --quick skips them
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
@@ -99,19 +79,25 @@ def _nproc_limit(lim: Limits) -> int | None:
 def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
               quick: bool = False, limits: Limits | None = None, on_event=None,
               isolate: str = "auto", display: str | None = None, acquire=None) -> ChildOutcome:
-    """Run the probes on `submission` in a limited child process; never raises for student faults.
+    """run_spec with the request spelled out as keywords."""
+    spec = CheckSpec(str(submission), assignment=assignment, seed=seed, device=device, quick=quick,
+                     isolate=isolate, display=display or "", limits=limits or Limits())
+    return run_spec(spec, on_event=on_event, acquire=acquire)
+
+
+def run_spec(spec: CheckSpec, *, on_event=None, acquire=None) -> ChildOutcome:
+    """Run the probes on `spec.path` in a limited child process; never raises for student faults.
 
     With limits.warm (grade, selftest, watch, the check daemon; CPU only) the child is a fork of a warm
     worker (warm.py): the same harness.child, limits and channel, without a new sandbox and torch import per
     submission. `acquire(isolation, threads)` gets that worker instead of warm.acquire (the daemon starts its
-    workers from one long-lived thread). `display`: the name the result shows, when `submission` is a path
-    rewritten for this process (the daemon gets absolute paths)."""
-    lim = limits or Limits()
-    submission = Path(submission)
-    shown = display if display is not None else str(submission)
+    workers from one long-lived thread). `spec.display`: the name the result shows, when `spec.path` is a
+    path rewritten for this process (the daemon gets absolute paths); the child gets `spec.for_child`."""
+    lim, device, assignment = spec.limits, spec.device, spec.assignment
+    submission, shown = Path(spec.path), spec.shown()
     t0 = time.monotonic()
     try:
-        isolation = sandbox.mode(isolate)
+        isolation = sandbox.mode(spec.isolate)
     except RuntimeError as e:
         return ChildOutcome(None, "grader-fault", str(e), seconds=time.monotonic() - t0)
     worker = None
@@ -136,16 +122,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             shutil.copyfile(submission, work / name)
             static = _static_findings(work / name, shown)
         allowed = paths.submission_files(work / name, shown)     # the only files a location may name
-        args = ["--submission", str(work / name), "--display-name", shown, "--assignment", assignment,
-                "--seed", str(seed), "--device", device, "--threads", str(lim.threads),
-                "--auth-stdin", "--isolation", isolation, "--load-timeout", str(lim.load_timeout_s)]
-        if quick:
-            args.append("--quick")
-        for flag, ids in (("--only-probes", lim.only_probes), ("--extra-probes", lim.extra_probes)):
-            if ids:
-                args += [flag, ids]
-        if lim.cores >= 2 and device == "cpu":
-            args.append("--side")
+        args = spec.for_child(str(work / name), isolation).to_argv()
         if worker is not None:
             try:
                 run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, rlimits(lim, _nproc_limit(lim)))
@@ -155,8 +132,7 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
                 if stopped:
                     return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                         seconds=time.monotonic() - t0, isolation=isolation)
-                return run_child(submission, assignment=assignment, seed=seed, device=device, quick=quick,
-                                 limits=_cold(lim), on_event=on_event, isolate=isolate, display=display)
+                return run_spec(replace(spec, limits=replace(lim, warm=False)), on_event=on_event)
         else:
             run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device)
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
@@ -192,18 +168,13 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
             _rmtree(work)
 
 
-def _cold(lim: Limits) -> Limits:
-    from dataclasses import replace
-    return replace(lim, warm=False)
-
-
 def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolation: str, device: str):
     """A new sandboxed interpreter for this run: (handle, result fd, stdout fd, stderr fd)."""
     r, w = os.pipe()
     key_r, key_w = os.pipe()
     os.write(key_w, (nonce + "\n").encode())
     os.close(key_w)
-    cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args + ["--result-fd", str(w)], work=work,
+    cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args + wire_argv(w), work=work,
                           isolate=isolation, pass_fd=w, device=device)
     try:
         proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
@@ -345,17 +316,17 @@ def _stop(proc, work: Path, isolation: str) -> str:
 def _static_findings(copy: Path, display: str) -> list[dict]:
     """scan.scan_source on the submission's text, with locations; a file too big to parse (or a notebook
     too big to decode) is read in chunks by scan.scan_file instead: every byte is read, whatever the size."""
-    from . import loader, scan
+    from . import scan, source
     try:
         size = copy.stat().st_size
         if size > scan.MAX_AST_CHARS:
             return scan.scan_file(copy, lines=copy.suffix != ".ipynb")
-        src = loader.read_source(display, copy.read_bytes())
+        src = source.read_source(display, copy.read_bytes())
         found = scan.scan_source(src.text)
         for f in found:
             f["location"] = src.where(f["line"]) if f.get("line") else None
         return found
-    except loader.SubmissionError:
+    except source.SubmissionError:
         return []            # not text, or not a notebook: it will not load either
     except Exception:
         try:
@@ -366,7 +337,7 @@ def _static_findings(copy: Path, display: str) -> list[dict]:
 
 def _empty_payload(assignment: str) -> dict:
     return {"checks": [], "load": {"ok": True}, "skipped_code": [], "artifacts": {}, "stdout": "", "timings": {},
-            "assignment": assignment if assignment in ("reversal", "block", "lm") else None}
+            "assignment": assignment if assignment in ASSIGNMENTS else None}
 
 
 def _flood(out: Drain, err: Drain, result, lim: Limits) -> dict | None:

@@ -37,6 +37,8 @@ import time
 import warnings
 from pathlib import Path
 
+from .identity import PACKAGES
+
 RUNTIME_MOUNT = "/opt/mtxdiag"        # where the harness snapshot appears inside the sandbox
 TOKEN_VAR = "MTXDIAG_RUN"            # environment variable that marks every process of one run
 # Size caps (MB) of the sandbox's writable tmpfs: memory a run could otherwise hold outside its memory limit.
@@ -184,7 +186,7 @@ def _private_dirs() -> list[str]:
     root = str(_package_root())
     if os.path.isfile(os.path.join(root, "pyproject.toml")) or os.path.isdir(os.path.join(root, ".git")):
         return [root]
-    return [os.path.join(root, pkg) for pkg in ("harness", "reference_model", "mutants")]
+    return [os.path.join(root, pkg) for pkg in PACKAGES]
 
 
 def _import_dirs() -> list[str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 import re
 
-_PROTECTED_ROOTS = ("torch", "builtins", "math", "json", "numpy", "harness", "reference_model", "mtxdiag")
+from .identity import GRADER_PREFIXES
+
+_PROTECTED_ROOTS = ("torch", "builtins", "math", "json", "numpy") + GRADER_PREFIXES
 # Configuration, not monkeypatching: torch.backends.cudnn.deterministic = True, torch._dynamo.config.x = ...
 _ALLOWED_ASSIGN = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental.")
 _INTROSPECTION_ATTRS = {

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from . import sandbox, scratch
+from .protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 
 START_TIMEOUT_S = 120.0
 _lock = threading.RLock()
@@ -129,7 +130,7 @@ class Worker:
             theirs.close()
         self.sock = ours
         msg = self._recv(time.monotonic() + START_TIMEOUT_S)
-        if not msg or "ready" not in msg:
+        if not msg or CTL_READY not in msg:
             raise WarmError(f"the warm worker did not start: {msg}")
         self.base = sandbox.members(self.proc.pid, self.token, self.proc.pid)
 
@@ -182,11 +183,11 @@ class Worker:
             self.retire()
             raise WarmError(f"the warm worker did not take the run: {e}") from None
         msg = self._recv(time.monotonic() + 30)
-        if not msg or not isinstance(msg.get("started"), int):
+        if not msg or not isinstance(msg.get(CTL_STARTED), int):
             self.retire()
             raise WarmError(f"the warm worker did not start the run: {msg}")
         self.runs += 1
-        return Run(self, msg["started"], run_dir)
+        return Run(self, msg[CTL_STARTED], run_dir)
 
     def after_run(self, clean_exit: bool) -> None:
         """Between two submissions: back to its own processes and an empty folder, or retired."""
@@ -240,9 +241,9 @@ class Run:
     def wait(self, deadline: float, watch=None) -> bool:
         """True once the zygote reported the fork's exit (after cleaning up); False when out of time."""
         msg = self.worker._recv(deadline)
-        if msg is not None and isinstance(msg.get("exit"), int):
-            self.returncode, self.done = msg["exit"], True
-            bad = msg.get("poisoned")
+        if msg is not None and isinstance(msg.get(CTL_EXIT), int):
+            self.returncode, self.done = msg[CTL_EXIT], True
+            bad = msg.get(CTL_POISONED)
             if bad:
                 self.poisoned = [str(x)[:300] for x in bad[:20]] if isinstance(bad, list) else ["(unreadable)"]
             return True
@@ -286,7 +287,6 @@ def _is_child_of_zygote(pid: int) -> bool:
 
 def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: dict):
     """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
-    from . import zygote
     fds = []
     try:
         r, w = os.pipe()
@@ -295,8 +295,8 @@ def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: 
         err_r, err_w = os.pipe()
         fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
         os.write(key_w, (nonce + "\n").encode())
-        run = worker.launch(args + ["--result-fd", str(zygote.RESULT_FD)], work, [key_r, out_w, err_w, w],
-                            limits)
+        # in protocol.FORK_FDS's order: the fork takes them as stdin, stdout, stderr and RESULT_FD
+        run = worker.launch(args + wire_argv(RESULT_FD), work, [key_r, out_w, err_w, w], limits)
     except BaseException:
         for fd in fds:
             os.close(fd)

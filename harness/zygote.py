@@ -32,7 +32,8 @@ import signal
 import socket
 import sys
 
-RESULT_FD = 3
+from .protocol import CTL_ERROR, CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, FORK_FDS, RESULT_FD
+
 SCRUB = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 _BASELINE: dict = {}   # what the sandbox itself put in SCRUB before any run (binds of sys.path folders, e.g. a
                        # Dask worker's scratch folder under /tmp): top -> (tmpfs paths, mount points)
@@ -122,7 +123,7 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict) -> 
     try:
         control.close()
         os.setsid()
-        for target, fd in zip((0, 1, 2, RESULT_FD), fds):
+        for target, fd in zip(FORK_FDS, fds):
             os.dup2(fd, target)
         for fd in fds:
             if fd > RESULT_FD:
@@ -263,19 +264,19 @@ def serve(control_fd: int, private: bool) -> int:
     from . import confine
     base = confine.own_state()
     slot = os.path.realpath(os.getcwd())   # this worker's folder, bound from the host        # what every run starts from, and what this worker must still be after it
-    control.send(json.dumps({"ready": os.getpid()}).encode())
+    control.send(json.dumps({CTL_READY: os.getpid()}).encode())
     while True:
         try:
-            msg, fds, _, _ = socket.recv_fds(control, 65536, 4)
+            msg, fds, _, _ = socket.recv_fds(control, 65536, len(FORK_FDS))
         except OSError:
             return 0
         if not msg:
             return 0
         req = json.loads(msg)
-        if len(fds) != 4:
+        if len(fds) != len(FORK_FDS):
             for fd in fds:
                 os.close(fd)
-            control.send(json.dumps({"error": "a request needs four descriptors"}).encode())
+            control.send(json.dumps({CTL_ERROR: f"a request needs {len(FORK_FDS)} descriptors"}).encode())
             continue
         pid = os.fork()
         if pid == 0:
@@ -285,7 +286,7 @@ def serve(control_fd: int, private: bool) -> int:
             _fork_run(req, fds, control, base)
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps({"started": pid}).encode())
+        control.send(json.dumps({CTL_STARTED: pid}).encode())
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
@@ -293,9 +294,9 @@ def serve(control_fd: int, private: bool) -> int:
             except InterruptedError:
                 continue
         changed = _clean_up(private, slot) + confine.changes(base)
-        done = {"exit": os.waitstatus_to_exitcode(status)}
+        done = {CTL_EXIT: os.waitstatus_to_exitcode(status)}
         if changed:                   # the run changed this worker: report it against that run, and retire
-            control.send(json.dumps(dict(done, poisoned=changed[:20])).encode())
+            control.send(json.dumps(dict(done, **{CTL_POISONED: changed[:20]})).encode())
             return 0
         control.send(json.dumps(done).encode())
 

@@ -225,7 +225,8 @@ def test_limit_defaults_are_declared_once():
         assert f"[default: {limits.TIMEOUT_S}]" in out and f"[default: {limits.MEMORY_MB}]" in out, cmd
     gs = CliRunner().invoke(main, ["gradescope", "--help"], terminal_width=200).output
     assert f"[default: {limits.GRADESCOPE_TIMEOUT_S}]" in gs
-    for p in (HARNESS / "cli.py", HARNESS / "grade_cli.py", HARNESS / "runner.py", HARNESS / "grade_discovery.py"):
+    for p in (HARNESS / "cli.py", HARNESS / "grade_cli.py", HARNESS / "runner.py", HARNESS / "protocol.py",
+              HARNESS / "grade_discovery.py"):
         src = p.read_text()
         assert p.name not in ("cli.py", "grade_cli.py") or not re.search(r'"--(timeout|memory|load-timeout)"', src), \
             f"{p.name}: use limits.limit_options"
