@@ -164,6 +164,11 @@ def head_permutation(ctx):
                 line = c.line
                 break
     ok = bound("heads-permutation").ok(err)
+    if not ok:    # the first op whose output is no longer the permuted one: where heads mix tokens, any layout
+        xp = x[:, perm]
+        first = trace.first_divergence(trace.record(ctx, lambda: mha(x, x, x)),
+                                       trace.record(ctx, lambda: mha(xp, xp, xp)), trace.tokens_permuted(7, perm))
+        line = first.line if first is not None else line
     return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
                   f"max |MHA(Px) - P MHA(x)| {bound('heads-permutation')}",
                   "self-attention on a permuted input must give the permuted output",

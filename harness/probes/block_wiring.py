@@ -6,6 +6,7 @@ import ast
 import torch
 import torch.nn.functional as F
 
+from . import trace
 from .base import Skip, check, rnd
 from .block import calls_to, forward_statements, inputs, make_block, make_mha, output_tensor, record, run_block
 
@@ -39,6 +40,13 @@ def _split_line(rec, T, h) -> int | None:
     return None
 
 
+def _first_unpermuted(ctx, run_x, run_px, T, perm) -> int | None:
+    """The line of the first op whose output on the permuted tokens is not its output on the tokens, permuted:
+    where heads (or anything) mix positions, whatever the layout (the view patterns below are the fallback)."""
+    first = trace.first_divergence(trace.record(ctx, run_x), trace.record(ctx, run_px), trace.tokens_permuted(T, perm))
+    return first.line if first is not None else None
+
+
 def permutation(ctx):
     """Without positions, attention (and the block, causal off) commutes with permuting the tokens."""
     from .block_causal import assumes_flag_off
@@ -55,15 +63,20 @@ def permutation(ctx):
                 b = output_tensor(mha(x[perm]), "MultiHeadAttention.forward(x)")
             errs["MultiHeadAttention"] = float(torch.nan_to_num((a[perm] - b).abs(), nan=float("inf")).max())
             if errs["MultiHeadAttention"] >= PERM_TOL:
-                _, rec = record(ctx, lambda: mha(x))
-                line = _split_line(rec, T, h)
+                line = _first_unpermuted(ctx, lambda: mha(x), lambda: mha(x[perm]), T, perm)
+                if line is None:
+                    _, rec = record(ctx, lambda: mha(x))
+                    line = _split_line(rec, T, h)
         block = make_block(ctx, d, h, 32)
         a = run_block(ctx, block, x)
         b = run_block(ctx, block, x[perm])
         errs["TransformerBlock"] = float(torch.nan_to_num((a[perm] - b).abs(), nan=float("inf")).max())
         if line is None and errs["TransformerBlock"] >= PERM_TOL:
-            _, rec = record(ctx, lambda: run_block(ctx, block, x))
-            line = _split_line(rec, T, h)
+            line = _first_unpermuted(ctx, lambda: run_block(ctx, block, x), lambda: run_block(ctx, block, x[perm]),
+                                     T, perm)
+            if line is None:
+                _, rec = record(ctx, lambda: run_block(ctx, block, x))
+                line = _split_line(rec, T, h)
     worst = max(errs.values())
     ok = worst < PERM_TOL
     return [check("block-permutation", "pass" if ok else "fail", rnd(worst, 6),

@@ -151,6 +151,20 @@ def sample_moved(size: int, i: int, j: int):
     return prop
 
 
+def tokens_permuted(size: int, perm: torch.Tensor):
+    """Permutation equivariance (no positions): b, from the permuted tokens, must be a with every axis of
+    length `size` (positions; scores have two) permuted the same way."""
+    def prop(a, b):
+        axes = [i for i, s in enumerate(a.shape) if s == size]
+        if not axes or a.shape != b.shape:
+            return None
+        p = perm.to(a.device)
+        for ax in axes:
+            a = a.index_select(ax, p)
+        return _diff(a, b)
+    return prop
+
+
 def identical(a, b):
     """Determinism: the whole output must be the same."""
     return _diff(a, b) if a.shape == b.shape else None
