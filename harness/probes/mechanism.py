@@ -222,11 +222,13 @@ def key_axis(ops: list, t_q: int, t_k: int) -> dict | None:
             "over_other_axis": other, "over_other_err": round(other_err, 6), "line": bad.line if bad else None}
 
 
-def _pad_share(w: torch.Tensor, t_q, t_k, n_real_q, n_real_k, batch) -> tuple[float, float] | None:
+def _pad_share(w: torch.Tensor, t_q, t_k, n_real_q, n_real_k, batch) -> tuple[float, float, list] | None:
+    """(mean PAD share, mean real share, PAD share per head) of sample 0's real queries."""
     if w.size(0) % batch:
         return None
     w0 = w.double().reshape(batch, -1, t_q, t_k)[0, :, :n_real_q]            # (heads, real queries, keys)
-    return float(w0[..., n_real_k:].sum(-1).mean()), float(w0[..., :n_real_k].sum(-1).mean())
+    per_head = w0[..., n_real_k:].sum(-1).mean(-1)                           # (heads,)
+    return float(per_head.mean()), float(w0[..., :n_real_k].sum(-1).mean()), [float(v) for v in per_head]
 
 
 def pad_mass(ops: list, t_q: int, t_k: int, n_real_q: int, n_real_k: int, batch: int) -> dict | None:
@@ -239,11 +241,17 @@ def pad_mass(ops: list, t_q: int, t_k: int, n_real_q: int, n_real_k: int, batch:
         share = _pad_share(w, t_q, t_k, n_real_q, n_real_k, batch)
         if share and (worst is None or share[0] > worst["pad"]):
             worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k, "t_q": t_q,
-                     "stack": list(op.stack)}
+                     "stack": list(op.stack), "index": op.index, "heads": len(share[2]),
+                     "heads_masked": sum(v < 1e-6 for v in share[2])}
     if worst is not None:
         sm = [op for op in ops if op.name == "softmax" and op.outs and op.outs[0].dim() >= 3
               and tuple(op.outs[0].shape[-2:]) == (t_q, t_k)]
         shares = [(op, _pad_share(op.outs[0], t_q, t_k, n_real_q, n_real_k, batch)) for op in sm]
         zero = [op.line for op, sh in shares if sh is not None and sh[0] < 1e-6]
         worst["masked_softmax_line"] = zero[0] if zero else None
+        # the last fill of scores of this shape before the weights met V: where a mask was applied
+        fills = [op for op in ops if op.name in ("masked_fill", "masked_fill_", "where") and op.outs
+                 and op.outs[0].dim() >= 3 and tuple(op.outs[0].shape[-2:]) == (t_q, t_k)
+                 and op.index < worst["index"]]
+        worst["fill_line"] = fills[-1].line if fills else None
     return worst

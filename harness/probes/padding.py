@@ -46,8 +46,8 @@ def invariance(ctx):
         data = {"divergence": div, "mechanism": mech}
         if mech.get("kind") in ("inverted", "missing"):
             fns = locate.functions(ctx, "padding_mask")
-            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else \
-                _call_without_mask(ctx, mech.get("stack") or []) or mech.get("line")
+            line = locate.last_return(fns[0]) if fns and mech["kind"] == "inverted" else mech["fill_line"] \
+                if mech.get("misaligned") else _call_without_mask(ctx, mech.get("stack") or []) or mech.get("line")
         else:
             line = (div or {}).get("line")
     return [check("padding-invariance", "pass" if ok else "fail", rnd(err, 6), str(bound("padding-invariance")),
@@ -78,6 +78,12 @@ def _pad_mechanism(worst: dict | None) -> dict:
                 "text": f"the softmax at line {worst['masked_softmax_line']} gives PAD keys weight 0, but the weights "
                         f"multiplied with V at line {worst['line']} give them {worst['pad']:.0%}: the weights that "
                         f"multiply V are not the softmax of the masked scores"}
+    if worst["pad"] > 1e-3 and 0 < worst.get("heads_masked", 0) < worst.get("heads", 0) and worst.get("fill_line"):
+        return {**worst, "kind": "missing", "misaligned": True,
+                "text": f"the mask applied at line {worst['fill_line']} keeps PAD keys out of {worst['heads_masked']} "
+                        f"of sample 0's {worst['heads']} heads but not the others ({worst['pad']:.0%} of the real "
+                        f"queries' weight on PAD on average): the mask's rows are not laid out in the scores' "
+                        f"(sample, head) order"}
     if worst["pad"] > 1e-3:
         return {**worst, "kind": "missing",
                 "text": f"the attention at line {worst['line']} gives {worst['pad']:.0%} of the real queries' weight "
