@@ -7,6 +7,8 @@ TIMEOUT_S = 180.0          # wall clock of one check (a full check of correct co
 MEMORY_MB = 6144           # the child's address space
 LOAD_TIMEOUT_S = 30.0      # loading (definitions only) that runs longer ends as `timeout` during load
 OUTPUT_MB = 1.0            # more stdout/stderr than this is a finding (check `output-flood`)
+RUN_FOLDER_MB = 256        # what a run's folder may hold in all (its submission copy is <= 40 MB; each file
+                           # <= Limits.file_mb): the parent ends a run past it (diskwatch.py)
 # Gradescope's autograder container (a smaller machine, one submission at a time)
 GRADESCOPE_TIMEOUT_S = 300.0
 GRADESCOPE_MEMORY_MB = 4096

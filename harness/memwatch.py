@@ -40,6 +40,8 @@ class Watchdog:
     `pids` returns the live processes of the run (sandbox.members), so a child that forks its way around the
     limit is still counted whole."""
 
+    kind = "memory"
+
     def __init__(self, limit_mb: int, pids, period_s: float = PERIOD_S):
         self.limit_mb, self.pids, self.period_s = limit_mb, pids, period_s
         self.peak_mb = 0.0

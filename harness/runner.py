@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import memwatch, paths, sandbox
+from .diskwatch import DiskWatch, Watches
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
 from .repo_copy import copy_repo
@@ -141,7 +142,10 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None) -> ChildOutcome:
         for d in (res, out, err):
             d.start()
         stack = ""
-        watch = memwatch.watchdog_for(device, lim.memory_mb, run.members) if worker is None else None
+        # the resident-size watchdog where no address-space limit works (cold CUDA runs); the run folder's disk
+        # use always (RLIMIT_FSIZE caps each file, not their sum)
+        watch = Watches(memwatch.watchdog_for(device, lim.memory_mb, run.members) if worker is None else None,
+                        DiskWatch(work))
         finished = run.wait(t0 + lim.timeout_s, watch)
         resident = finished == "memory"
         if not finished:
@@ -243,8 +247,10 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
                             **common)
     if not chan.phases and not (chan.done and rc == 0):
         return _before_load(rc, finished, common, isolation, lim)
+    if finished == "disk":
+        return ChildOutcome(None, "crashed", watch.fired.reason() + where, **common)
     if resident:
-        return ChildOutcome(None, "memory", f"held {watch.peak_mb:.0f} MB resident, over the limit of "
+        return ChildOutcome(None, "memory", f"held {watch.fired.peak_mb:.0f} MB resident, over the limit of "
                             f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
     if not finished:
         return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
@@ -269,10 +275,10 @@ def _before_load(rc, finished, common: dict, isolation: str, lim: Limits) -> Chi
                         + (f": {last}" if last else ""), **common)
 
 
-def _wait(proc, deadline: float, watch: memwatch.Watchdog | None = None) -> bool | str:
+def _wait(proc, deadline: float, watch=None) -> bool | str:
     """Wait for the child to exit without reaping it (its pid stays reserved until the tree is killed).
 
-    True: it exited; False: out of time; "memory": the resident-size watchdog (CUDA runs) saw it over."""
+    True: it exited; False: out of time; "memory" or "disk": that watchdog (diskwatch.Watches) saw it over."""
     while True:
         try:
             if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
@@ -283,7 +289,7 @@ def _wait(proc, deadline: float, watch: memwatch.Watchdog | None = None) -> bool
         if now >= deadline:
             return False
         if watch is not None and watch.over() is not None:
-            return "memory"
+            return watch.kind
         time.sleep(min(0.05, deadline - now))
 
 

@@ -238,9 +238,16 @@ class Run:
         self.done = False
         self.poisoned: list[str] = []      # what the run changed in its worker (the worker then retired)
 
-    def wait(self, deadline: float, watch=None) -> bool:
-        """True once the zygote reported the fork's exit (after cleaning up); False when out of time."""
-        msg = self.worker._recv(deadline)
+    def wait(self, deadline: float, watch=None) -> bool | str:
+        """True once the zygote reported the fork's exit (after cleaning up); False when out of time; the
+        watch's kind ("disk") when it saw the run over its limit (sampled between slices of the wait)."""
+        while True:
+            end = min(deadline, time.monotonic() + 0.5) if watch is not None else deadline
+            msg = self.worker._recv(end)
+            if msg is not None or time.monotonic() >= deadline or time.monotonic() < end - 0.01:
+                break                     # a message, out of time, or the worker went away before the slice ended
+            if watch.over() is not None:
+                return watch.kind
         if msg is not None and isinstance(msg.get(CTL_EXIT), int):
             self.returncode, self.done = msg[CTL_EXIT], True
             bad = msg.get(CTL_POISONED)

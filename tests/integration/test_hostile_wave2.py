@@ -140,6 +140,21 @@ def test_scratch_memory_and_the_root_are_capped_and_read_only(tmp_path):
     assert int(m.group(1)) <= sandbox.SCRATCH_MB["/dev/shm"] and int(m.group(2)) <= sandbox.SCRATCH_MB["/tmp"]
 
 
+@pytest.mark.parametrize("warm_run", [False, True], ids=["cold", "warm"])
+def test_a_run_folder_filled_past_its_cap_ends_the_run_and_the_next_student_is_unharmed(tmp_path, warm_run,
+                                                                                       fresh_workers):
+    """Files each under the per-file cap, 576 MB in all: the parent's disk watch (diskwatch.py) ends the run
+    past limits.RUN_FOLDER_MB, says so, and the next student in the same worker is clean at 100."""
+    import time
+    from harness.limits import RUN_FOLDER_MB
+    t = time.monotonic()
+    r = run(build("wave2_fill_disk", tmp_path / "d"), warm_run=warm_run)
+    assert r["verdict"] == "error" and causes(r) == ["crashed"], (causes(r), r.get("error"))
+    assert "into its run folder" in r["error"]["reason"] and f"limit of {RUN_FOLDER_MB} MB" in r["error"]["reason"]
+    assert time.monotonic() - t < 45          # ended by the watch, not by the file's own 60 s wait or the timeout
+    assert_clean_canary(run(REFERENCE, warm_run=warm_run))
+
+
 # ---------------------------------------------------------------------------- the verdict
 
 @pytest.mark.parametrize("name,how", [("wave2_frame_forge", "_getframe"), ("wave2_tb_walk", "tb_frame")])
