@@ -67,11 +67,15 @@ def _inventory(top: str) -> tuple[frozenset, frozenset]:
     return frozenset(paths), frozenset(mounts)
 
 
-def writable_binds() -> list[str]:
-    """Baseline mounts a run could write into: files there would outlive the run (must be read-only binds)."""
+def writable_binds(slot: str = "") -> list[str]:
+    """Baseline mounts a run could write into: files there would outlive the run (must be read-only binds).
+    The worker's own folder (`slot`, bound writable from the host, emptied by the grading process after every
+    run) and the mounts on the way to it or inside it are not."""
     out = []
     for top, (_, mounts) in sorted(_BASELINE.items()):
         for m in sorted(mounts):
+            if slot and (slot == m or slot.startswith(m.rstrip("/") + "/") or m.startswith(slot.rstrip("/") + "/")):
+                continue
             try:
                 if not os.statvfs(m).f_flag & os.ST_RDONLY:
                     out.append(f"{m} is a writable folder the sandbox placed in {top}: files there outlive a run")
@@ -215,7 +219,7 @@ def _clean_up(private: bool, slot: str = "") -> list[str]:
         names = _leftovers(top, slot)
         if names:
             left.append(f"{top} could not be emptied after the run ({', '.join(names[:5])[:200]})")
-    return left + writable_binds()
+    return left + writable_binds(slot)
 
 
 def _remove_sysv_ipc() -> None:

@@ -41,5 +41,8 @@ def test_a_writable_mount_in_the_baseline_is_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(zygote, "_BASELINE", {"/tmp": (frozenset(), frozenset({str(tmp_path)}))})
     found = zygote.writable_binds()
     assert len(found) == 1 and str(tmp_path) in found[0]
+    # the worker's own folder is bound writable on purpose (the grading process empties it): not reported
+    assert zygote.writable_binds(slot=str(tmp_path)) == []
+    assert zygote.writable_binds(slot=str(tmp_path / "slot0")) == []
     monkeypatch.setattr(zygote, "_BASELINE", {"/tmp": (frozenset(), frozenset({str(tmp_path / "gone")}))})
     assert zygote.writable_binds() == []
