@@ -66,13 +66,18 @@ KNOWN = known_causes()
 
 # ----------------------------------------------------------------------------- validation
 
+def _is(v, table) -> bool:
+    """v is one of the table's ids (a list or dict from the child is no id, and not hashable either)."""
+    return isinstance(v, str) and v in table
+
+
 def _num(v):
     """A number as JSON carries it (non-finite ones as the strings jsonable writes), or None."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
         return v
-    return v if v in NON_FINITE else None
+    return v if isinstance(v, str) and v in NON_FINITE else None
 
 
 def _plain(v, depth=0):
@@ -103,13 +108,16 @@ def _err(e):
     out = {"case": e["case"][:300], "draw": e["draw"] if isinstance(e.get("draw"), int) else 0}
     if "raised" in e:
         return dict(out, raised=str(e["raised"])[:400])
-    return dict(out, max_abs=_num(e.get("max_abs")), max_rel=_num(e.get("max_rel")), shape=_shape(e.get("shape")),
-                expected_shape=_shape(e.get("expected_shape")))
+    out = dict(out, max_abs=_num(e.get("max_abs")), max_rel=_num(e.get("max_rel")), shape=_shape(e.get("shape")),
+               expected_shape=_shape(e.get("expected_shape")))
+    if out["shape"] == out["expected_shape"] and (out["max_abs"] is None or out["max_rel"] is None):
+        return None              # a disagreement of the same shape with no size: nothing to report it by
+    return out
 
 
 def _interface(f):
-    if not isinstance(f, dict) or f.get("stage") not in INTERFACE_STAGES + ("swapped",) or \
-            f.get("kind") not in INTERFACE_KINDS:
+    if not isinstance(f, dict) or not _is(f.get("stage"), INTERFACE_STAGES + ("swapped",)) or \
+            not _is(f.get("kind"), INTERFACE_KINDS):
         return None
     return {"stage": f["stage"], "kind": f["kind"], "evidence": _texts(f.get("evidence"))}
 
@@ -127,7 +135,7 @@ def _built_from(comp: str) -> set[str]:
 
 def _fingerprint(fp, comp):
     """A match with a mutant of the component or of one it is built from (any other cannot explain it)."""
-    if not isinstance(fp, dict) or fp.get("mutant") not in MUTANTS or \
+    if not isinstance(fp, dict) or not _is(fp.get("mutant"), MUTANTS) or \
             MUTANTS[fp["mutant"]].component not in _built_from(comp):
         return None
     diff, draws, cases = _num(fp.get("max_diff")), fp.get("draws"), fp.get("cases")
@@ -135,7 +143,7 @@ def _fingerprint(fp, comp):
             not isinstance(cases, int) or not (0 < draws <= 100 and 0 < cases <= 100):
         return None
     built = _built_from(comp)
-    also = [a for a in fp["also"][:20] if a in MUTANTS and MUTANTS[a].component in built] \
+    also = [a for a in fp["also"][:20] if _is(a, MUTANTS) and MUTANTS[a].component in built] \
         if isinstance(fp.get("also"), list) else []
     return {"mutant": fp["mutant"], "mutant_component": MUTANTS[fp["mutant"]].component, "max_diff": diff,
             "draws": draws, "cases": cases, "also": also}
@@ -146,7 +154,7 @@ def _property(p):
         return None
     conf = p.get("confidence")
     conf = float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) and 0 <= conf <= 1 else 0.0
-    cause = p.get("cause") if p.get("cause") in KNOWN and not p["passed"] else None    # an unknown id: not trusted
+    cause = p["cause"] if _is(p.get("cause"), KNOWN) and not p["passed"] else None    # an unknown id: not trusted
     return {"id": p["id"][:100], "component": str(p.get("component", ""))[:40], "what": str(p.get("what", ""))[:300],
             "measured": _plain(p.get("measured")), "expected": _plain(p.get("expected")), "passed": p["passed"],
             "cause": cause, "confidence": 0.0 if p["passed"] else conf}
@@ -154,8 +162,8 @@ def _property(p):
 
 def validate(m) -> dict | None:
     """The child's measurements of one component, type-checked and bounded; None when unusable."""
-    if not isinstance(m, dict) or m.get("component") not in ADAPTER or \
-            m.get("status") not in ("pass", "fail", "not-implemented"):
+    if not isinstance(m, dict) or not _is(m.get("component"), ADAPTER) or \
+            not _is(m.get("status"), ("pass", "fail", "not-implemented")):
         return None
     comp = m["component"]
     out = {"component": comp, "adapter": ADAPTER[comp], "status": m["status"],
@@ -163,7 +171,7 @@ def validate(m) -> dict | None:
     if isinstance(m.get("internal_error"), str):
         return dict(out, status="fail", internal_error=m["internal_error"][:300])
     if m["status"] != "fail":
-        return dict(out, why=m.get("why") if m.get("why") in ("not-defined", "raises") else "raises")
+        return dict(out, why=m["why"] if _is(m.get("why"), ("not-defined", "raises")) else "raises")
     err = _err(m.get("err"))
     if err is None:
         return None

@@ -88,8 +88,24 @@ def test_what_the_child_names_is_not_trusted():
     # an interface kind it does not know; a confidence out of bounds
     assert decided(interface=[{"stage": "output", "kind": "trust-me", "evidence": []}])["cause"] is None
     assert lm_decide.validate(measured(properties=[dict(PROP, confidence=7)]))["properties"][0]["confidence"] == 0.0
-    for bad in ({}, measured(component="../../etc"), measured(status="great"), measured(err=None), "x", None):
+    for bad in ({}, measured(component="../../etc"), measured(status="great"), measured(err=None), "x", None,
+                measured(err=dict(ERR, max_abs=None)), measured(err=dict(ERR, max_rel={"a": 1}))):
         assert lm_decide.validate(bad) is None
+
+
+def test_ids_of_the_wrong_type_are_refused_not_raised_on():
+    """Lists and dicts where an id belongs (unhashable: a set or dict lookup would raise in the parent)."""
+    odd = [["x"], {"a": 1}, 3, None]
+    for v in odd:
+        assert lm_decide.validate(measured(component=v)) is None and lm_decide.validate(measured(status=v)) is None
+        m = lm_decide.validate(measured(interface=[{"stage": v, "kind": v, "evidence": v}],
+                                        fingerprint=dict(FP, mutant=v, also=[v]),
+                                        properties=[dict(PROP, cause=v, id="p", measured=v, expected=v)],
+                                        not_measured={"x": v}))
+        assert m["interface"] == [] and m["fingerprint"] is None and m["properties"][0]["cause"] is None
+        assert lm_decide.decide(m)["cause"] is None
+        m = lm_decide.validate(measured(status="not-implemented", why=v))
+        assert lm_decide.decide(m)["evidence"] == ["run_rope raises NotImplementedError"]
 
 
 def test_the_engine_drops_a_decision_the_child_sent_and_makes_its_own():
