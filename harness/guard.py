@@ -113,11 +113,9 @@ class Guard:
         # shadows or what that wraps (torch.compile puts disable(Adam._init_group) on AdamW, and may wrap
         # Adam's own attribute after AdamW's, so the base's attribute is then a sibling wrapper of the same
         # function); a flag torch adds is data
-        if kind == "added":
-            legit = origin == "data" or (origin == "torch" and old is not MISSING
-                                         and any(wraps(new, o) for o in wrapped_chain(old)))
-        else:
-            legit = origin == "torch" and old is not MISSING and wraps(new, old)
+        olds = wrapped_chain(old) if kind == "added" else [old]
+        legit = (kind == "added" and origin == "data") or (origin == "torch" and old is not MISSING
+                                                           and any(wraps(new, o) for o in olds))
         return (not legit), (None if legit else self.sites.referenced.get(name))
 
     # -- comparison and restoration -----------------------------------------
