@@ -9,6 +9,7 @@ import math
 
 from . import __version__
 from .causes import BY_ID, RULES
+from .causes import lm_decide
 from .causes.base import Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
@@ -49,10 +50,11 @@ def validate_payload(p) -> dict:
         loc = c.get("location")
         if loc is not None and not (isinstance(loc, dict) and isinstance(loc.get("line"), int)):
             loc = None
+        data = _clean(c.get("data")) if isinstance(c.get("data"), dict) else {}
+        lm_decide.annotate(data)     # lm: the child's measurements validated, the decision the parent's own
         checks.append(Check(id=c["id"][:64], status=c["status"], measured=_clean(c.get("measured")),
                             expected=str(c.get("expected", ""))[:300], detail=str(c.get("detail", ""))[:2000],
-                            data=_clean(c.get("data")) if isinstance(c.get("data"), dict) else {},
-                            location=_clean(loc)).to_json())
+                            data=data, location=_clean(loc)).to_json())
     load = p.get("load") if isinstance(p.get("load"), dict) else {"ok": False}
     skipped = [s for s in p.get("skipped_code", []) if isinstance(s, dict)][:500] \
         if isinstance(p.get("skipped_code"), list) else []

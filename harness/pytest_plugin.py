@@ -6,7 +6,8 @@ report gets a section "mtxdiag diagnosis" with the component's status, the likel
 confidence and the evidence, and the terminal summary lists the diagnosed components.
 
 The diagnosis runs in process (harness.lmdiag.diagnose_component on the adapter function the
-test module imported). That is deliberate: this is the student's own machine running the student's
+test module imported: lmdiag measures, and harness/causes/lm_decide.py, the rules `mtxdiag check`
+uses in its parent, decides). That is deliberate: this is the student's own machine running the student's
 own tests, and pytest has already imported and executed their code in this process, so there is
 no trust boundary for a subprocess to protect. Grading never takes this path: `mtxdiag check` and
 `mtxdiag grade` run student code only in the sandboxed child. Without `--mtxdiag` the plugin does

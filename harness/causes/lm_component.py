@@ -187,7 +187,8 @@ class ComponentRule:
                         explains=explains)
             f.cause = _property_cause(p)
         elif self.kind == "mismatch" and _lmdiag_cause(d):
-            # harness.lmdiag named it: a fingerprint on its own inputs or a property's mechanism, with its evidence
+            # lm_decide named it from harness.lmdiag's measurements (engine.validate_payload -> lm_decide.annotate):
+            # a fingerprint on lmdiag's own inputs, an interface finding or a property's mechanism, with evidence
             ld = d["lmdiag"]
             f = Finding(min(float(ld.get("confidence") or 0.6), 0.95),
                         [f"{comp} ({name}): " + "; ".join(ld.get("evidence") or [])[:800], say(c)],

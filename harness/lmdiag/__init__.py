@@ -1,22 +1,31 @@
-"""Diagnoses of assignment `lm` (CS336 assignment-1 adapters), per component.
+"""Measurements of assignment `lm` (CS336 assignment-1 adapters), per component; the decisions are the parent's.
 
-  diagnose.diagnose_component(component, adapter_fn) -> JSON-able dict (status, cause, confidence, evidence)
+  diagnose.measure_component(component, adapter_fn) -> JSON-able measurements (the first disagreement, the
+                                            interface findings, the fingerprint, the properties; no cause)
+  diagnose.diagnose_component(component, adapter_fn) -> the diagnosis (status, cause, confidence, evidence):
+                                            measure_component, then harness/causes/lm_decide.py's decide
   diagnose.diagnose_adapters({adapter name: fn}) -> every component and the first failing one
-  fingerprint.fingerprint(component, fn)    the lm mutant whose numbers the adapter reproduces
-  properties.check(component, fn)            properties every correct implementation has
-  interface.*                                key/argument/dtype/None problems -> `interface-mismatch`
+  fingerprint.match(component, fn)          the lm mutant whose numbers the adapter reproduces (fingerprint():
+                                            the same, decided)
+  properties.check(component, fn)            properties every correct implementation has (each with the cause
+                                            its failure names and a confidence, as declared data)
+  interface.*                                key/argument/dtype/None/bias problems, measured
   rubric.score / rubric.gradescope_tests     per-component partial credit ([lm] in rubric_default.toml)
 
-Wiring into the check path (harness/probes/lm_*.py, harness/causes/lm_component.py): in the child,
-for a component whose lm-<component> check fails, call diagnose_component(component, the student's
-adapter) under the probe's time limit (a few seconds; up to ~10 s on a slow machine when every
-model component fails) and put the dict in the check's data; in the parent, a rule turns its
-`cause` (with its `confidence` and `evidence`) into the finding. Component names may be spelled
-either way (mha-rope or mha_rope). Partial credit: rubric.score({component: diagnosis}).
+Where decisions live: one engine, as for reversal and block. In the sandboxed child, the probe
+(harness/probes/lm_components.py `diagnose_further`) calls measure_component for a component whose
+lm-<component> check fails (every stage is measured; one that could not be is in `not_measured`) and puts
+the measurements in the check's `data.lmdiag_measured`. In the parent, engine.validate_payload calls
+harness/causes/lm_decide.py `annotate`: it validates the measurements (types, bounds; a cause or mutant id it
+does not know is not trusted), runs the cascade (interface -> fingerprint -> swapped arguments -> properties ->
+no cause) and writes its decision at `data.lmdiag`, which harness/causes/lm_component.py turns into the
+finding. This package imports lm_decide (torch-free) so that in-process callers (the pytest plugin, the
+rubric, benches, tests) get the same decision from the same rules. Component names may be spelled either
+way (mha-rope or mha_rope). Partial credit: rubric.score({component: diagnosis}).
 
 Cause ids: the lm mutant catalogue's (mutants/lm_registry.py), `interface-mismatch`, and the ones
-below, which only properties name (no mutant makes them). Where the lmcheck branch's property
-causes name the same thing, the id is theirs (rope-rotates-at-position-0, rope-not-a-rotation,
+below, which only properties name (no mutant makes them); the parent trusts no other id from the child
+(causes/lm_decide.py `known_causes`). Where the lmcheck branch's property causes name the same thing, the id is theirs (rope-rotates-at-position-0, rope-not-a-rotation,
 rope-not-relative, rmsnorm-not-scale-invariant, softmax-not-shift-invariant, future-tokens-visible).
 """
 from __future__ import annotations

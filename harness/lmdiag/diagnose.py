@@ -1,27 +1,31 @@
-"""One `lm` component's diagnosis: pass, not implemented, or the failure and its most likely cause.
+"""One `lm` component, measured: pass, not implemented, or the failure and every measurement that can explain it.
 
-Order of the explanations, strongest evidence first:
-  1. interface: the adapter raised with a message that names keys/shapes of the contract, returned
-     None, returned an integer tensor, or adds a bias (cause `interface-mismatch`, never numerical);
-  2. fingerprint: the outputs equal a known mutant's on every draw (confidence 0.95);
-  3. interface again: the outputs equal the reference's with two adapter arguments exchanged;
-  4. properties: what every correct implementation satisfies and this one does not;
-  5. otherwise the measured disagreement, with no cause ("no known cause matches").
+`measure_component` runs in the sandboxed child (harness/probes/lm_components.py) and returns numbers, never a
+cause: the first disagreement with the reference (`err`), the interface findings with the stage that found
+each (output problems, the exception's keys/shapes/arguments, the output dtype, zero in -> zero out, the
+reference with two arguments exchanged), the lm mutant whose outputs the adapter reproduces (`fingerprint`)
+and the properties (each with the cause its failure names as declared data). Every stage is measured for a
+failing component, in the order the decision reads them; a stage that could not be measured is listed in
+`not_measured` with the reason. The decision (which evidence names which cause, at what confidence, in which
+order) is the parent's: harness/causes/lm_decide.py, torch-free. `diagnose_component` is measure-then-decide
+in one process (the pytest plugin, lmdiag's rubric, the benches and tests) through that same function.
 
-The result is JSON-able: {component, adapter, status: pass|fail|not-implemented, cause,
-confidence, evidence: [str], errors: {case, max_abs, max_rel} | {case, raised}, properties: [...]}.
+A diagnosis is JSON-able: {component, adapter, status: pass|fail|not-implemented, cause, confidence,
+evidence: [str], errors: {case, max_abs, max_rel} | {case, raised}, properties: [...]}.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import random
+import time
 
 import numpy as np
 import torch
 
+from ..causes import lm_decide
 from . import interface, properties, properties_train  # noqa: F401 - registers the training properties
-from .fingerprint import fingerprint, outputs, reference_fn
+from .fingerprint import match, outputs, reference_fn
 from .inputs import ADAPTER, COMPONENTS, canonical, closure, relative_error, tolerance
 
 CHECK_DRAWS = 2          # draws compared with the reference before a component is called correct
@@ -38,12 +42,6 @@ def jsonable(x):
     if isinstance(x, (str, int, float, bool)) or x is None:
         return x
     return str(x)
-
-
-def _result(comp, status, cause=None, confidence=0.0, evidence=(), errors=None, props=(), **extra):
-    return jsonable({"component": comp, "adapter": ADAPTER[comp], "status": status, "cause": cause,
-                     "confidence": round(float(confidence), 3), "evidence": list(evidence), "errors": errors,
-                     "properties": list(props), **extra})
 
 
 def compare(comp, student_fn):
@@ -68,17 +66,6 @@ def compare(comp, student_fn):
     return None, mine0
 
 
-def _error_line(err):
-    if err is None:
-        return ""
-    if "raised" in err:
-        return f"{err['case']}: {err['raised']}"
-    if err["shape"] != err["expected_shape"]:
-        return f"{err['case']}: output shape {err['shape']}, expected {err['expected_shape']}"
-    return (f"{err['case']}: max abs error {err['max_abs']:.3g}, relative {err['max_rel']:.3g} against the "
-            "reference")
-
-
 @contextlib.contextmanager
 def _rng_kept():
     """The global random states as they were (the seeded draws must not change the caller's randomness)."""
@@ -91,58 +78,71 @@ def _rng_kept():
         torch.set_rng_state(states[2])
 
 
-def diagnose_component(component: str, student_fn) -> dict:
-    """The component's diagnosis (see the module docstring); never raises for the student's behaviour."""
+def measure_component(component: str, student_fn, timings: dict | None = None) -> dict:
+    """The component's measurements (see the module docstring), JSON-able; never raises for the student's
+    behaviour (a failure of mtxdiag's own is `internal_error`). `timings`, when given, gets each stage's
+    seconds (bench/lm_measure_cost.py; never sent: the payload stays the same from run to run)."""
     comp = canonical(component)
     try:
         with _rng_kept():
-            return _diagnose(comp, student_fn)
+            return jsonable(_measure(comp, student_fn, {} if timings is None else timings))
     except Exception as e:                                   # noqa: BLE001 - a diagnosis must not crash a check
-        return _result(comp, "fail", None, 0.0, [f"mtxdiag could not finish this component's diagnosis: "
-                                                 f"{type(e).__name__}: {str(e)[:200]}"], internal_error=True)
+        return jsonable({"component": comp, "adapter": ADAPTER[comp], "status": "fail", "draws": CHECK_DRAWS,
+                         "internal_error": f"{type(e).__name__}: {str(e)[:200]}"})
 
 
-def _diagnose(comp, student_fn):
+def _measure(comp, student_fn, timings) -> dict:
+    base = {"component": comp, "adapter": ADAPTER[comp], "draws": CHECK_DRAWS}
     if student_fn is None:
-        return _result(comp, "not-implemented", evidence=[f"{ADAPTER[comp]} is not defined"])
+        return dict(base, status="not-implemented", why="not-defined")
+    t = time.perf_counter()
     err, mine = compare(comp, student_fn)
+    timings["compare"] = time.perf_counter() - t
     if err is None:
-        return _result(comp, "pass", evidence=[f"agrees with the reference on {CHECK_DRAWS} draws of every case"])
+        return dict(base, status="pass")
     if any(o == "not-implemented" for _, o in mine) or err.get("raised") == "not-implemented":
-        return _result(comp, "not-implemented", evidence=[f"{ADAPTER[comp]} raises NotImplementedError"])
-    where = _error_line(err)
+        return dict(base, status="not-implemented", why="raises")
     recorded, names = interface.recorded_args(comp)
     case_args = {case: a for case, a, _ in recorded}
-    # 1. interface problems seen directly
-    found = interface.output_problems(comp, mine)
-    if found is None and "raised" in err:
-        found = interface.from_exception(comp, err["raised"], case_args.get(err["case"], ()), names)
-    found = found or interface.raw_dtype(comp, student_fn) or interface.zero_in_zero_out(comp, student_fn)
-    if found:
-        return _result(comp, "fail", found["cause"], found["confidence"], found["evidence"] + [where], err,
-                       interface=found["kind"])
-    # 2. a known bug's exact numbers
-    fp = fingerprint(comp, student_fn)
-    if fp:
-        return _result(comp, "fail", fp["cause"], fp["confidence"], fp["evidence"] + [where], err,
-                       mutant=fp["mutant"], mutant_component=fp["mutant_component"])
-    # 3. the reference with two arguments exchanged
-    swapped = interface.swapped_arguments(comp, student_fn)
+    found, not_measured = [], {}
+
+    def stage(name, measure):
+        """One stage, in the order the decision reads them; mtxdiag's own failure there is not a finding."""
+        t = time.perf_counter()
+        try:
+            return measure()
+        except Exception as e:                               # noqa: BLE001 - recorded as not measured
+            not_measured[name] = f"{type(e).__name__}: {str(e)[:200]}"
+            return None
+        finally:
+            timings[name] = time.perf_counter() - t
+    for name, measure in (
+            ("output", lambda: interface.output_problems(comp, mine)),
+            ("exception", lambda: interface.from_exception(comp, err["raised"], case_args.get(err["case"], ()), names)
+             if "raised" in err else None),
+            ("dtype", lambda: interface.raw_dtype(comp, student_fn)),
+            ("zero-input", lambda: interface.zero_in_zero_out(comp, student_fn))):
+        f = stage(name, measure)
+        if f:
+            found.append({"stage": name, "kind": f["kind"], "evidence": f["evidence"]})
+    fp = stage("fingerprint", lambda: match(comp, student_fn))
+    swapped = stage("swapped", lambda: interface.swapped_arguments(comp, student_fn))
     if swapped:
-        return _result(comp, "fail", swapped["cause"], swapped["confidence"], swapped["evidence"] + [where], err,
-                       interface=swapped["kind"])
-    # 4. properties
-    props = properties.check(comp, student_fn)
-    failed = sorted((p for p in props if not p["passed"]), key=lambda p: -p["confidence"] if p["cause"] else 1)
-    lines = [f"{p['id']}: measured {p['measured']}, expected {p['expected']} ({p['what']})" for p in failed]
-    named = [p for p in failed if p["cause"]]
-    if named:
-        return _result(comp, "fail", named[0]["cause"], named[0]["confidence"], lines + [where], err, props)
-    # 5. honest: measured, no cause
-    if "raised" in err:
-        return _result(comp, "fail", None, 0.0, lines + [f"raised on {where}; no known cause matches"], err, props)
-    return _result(comp, "fail", None, 0.0, lines + [f"disagrees with the reference on {where}; no known cause "
-                                                     "matches"], err, props)
+        found.append({"stage": "swapped", "kind": swapped["kind"], "evidence": swapped["evidence"]})
+    props = stage("properties", lambda: properties.check(comp, student_fn))
+    return dict(base, status="fail", err=err, interface=found, fingerprint=fp, properties=props or [],
+                not_measured=not_measured)
+
+
+def diagnose_component(component: str, student_fn) -> dict:
+    """The component's diagnosis: its measurements, decided by the parent's rules (causes/lm_decide.py)."""
+    m = measure_component(component, student_fn)
+    valid = lm_decide.validate(m)
+    if valid is None:                                        # our own measurement, malformed: say so
+        return lm_decide.result({"component": canonical(component)}, "fail", None, 0.0,
+                                ["mtxdiag could not finish this component's diagnosis: malformed measurements"],
+                                internal_error=True)
+    return lm_decide.decide(valid)
 
 
 def diagnose_adapters(adapters: dict, components=COMPONENTS, explain_downstream: bool = False) -> dict:
@@ -160,9 +160,10 @@ def diagnose_adapters(adapters: dict, components=COMPONENTS, explain_downstream:
             except Exception:                                # noqa: BLE001 - explained below instead
                 err, mine = {"case": "?", "raised": "comparison failed"}, []
             if err is not None and not any(o == "not-implemented" for _, o in mine):
-                results[c] = _result(c, "fail", None, 0.0, [f"fails, and {upstream[0]}, which it is built from, "
-                                                            f"fails too (explained there)", _error_line(err)], err,
-                                     inherited_from=upstream[0])
+                results[c] = jsonable(lm_decide.result(
+                    {"component": c}, "fail", None, 0.0, [f"fails, and {upstream[0]}, which it is built from, fails "
+                                                          f"too (explained there)", lm_decide.error_line(err)], err,
+                    inherited_from=upstream[0]))
                 continue
         results[c] = diagnose_component(c, fn)
     failing = [c for c in components if results[c]["status"] == "fail"]

@@ -4,7 +4,8 @@ The reference adapter and every lm mutant of the component (and of the component
 from: a RoPE bug shows in the LM too) run on the same seeded inputs as the student's adapter,
 draw after draw. A mutant whose outputs the student's equal to tolerance on every case of every
 draw, while the reference's do not, is the diagnosis: both the symptom (the numbers differ) and
-the mechanism (they are exactly the numbers of the described edit) are observed.
+the mechanism (they are exactly the numbers of the described edit) are observed. This module measures
+the match; the parent's harness/causes/lm_decide.py names the cause and its confidence.
 
 Mutant modules are built once per process with mutants/lm_export.load_module (our own code,
 never the student's) and cached.
@@ -16,10 +17,10 @@ from functools import lru_cache
 from mutants.lm_export import load_module, mutant_single_file, reference_single_file
 from mutants.lm_registry import by_component, lm_get
 
+from ..causes import lm_decide
 from .inputs import ADAPTER, canonical, cases, closure, difference, run_case, same_ending, tolerance
 
 DRAWS = 5
-CONFIDENCE = 0.95          # symptom and mechanism both observed on every draw
 
 
 @lru_cache(maxsize=None)
@@ -62,12 +63,11 @@ def _match(student, other, component) -> tuple[bool, float, bool]:
     return True, worst, numeric
 
 
-def fingerprint(component: str, student_fn, draws: int = DRAWS) -> dict | None:
-    """The mutant the student's adapter matches on every draw, or None.
+def match(component: str, student_fn, draws: int = DRAWS) -> dict | None:
+    """The mutant the student's adapter matches on every draw, as measured, or None.
 
-    Returns {cause, mutant, mutant_component, confidence, evidence, max_diff, draws, also}
-    (`also`: other mutants that matched too; with different causes the confidence drops).
-    """
+    Returns {mutant, mutant_component, max_diff, draws, cases, also} (`also`: the other mutants that matched
+    too, in candidate order). What it names, and how surely, is the parent's (causes/lm_decide.py)."""
     comp = canonical(component)
     pool = candidates(comp)
     alive = {m.id: [0.0, False] for m in pool}      # mutant -> [largest difference, any numeric agreement]
@@ -92,13 +92,11 @@ def fingerprint(component: str, student_fn, draws: int = DRAWS) -> dict | None:
     if not hits:
         return None
     best = hits[0]                                  # the component's own mutants come first
-    causes = {m.cause for m in hits}
-    worst = alive[best.id][0]
-    where = "" if best.component == comp else f" (a bug in {best.component}, which {comp} is built from)"
-    evidence = [f"equals the reference with the edit '{best.summary}'{where} to {worst:.1g} "
-                f"on {draws} draws of {len(cases(comp, 0))} case(s) each; the reference differs"]
-    if len(causes) > 1:
-        evidence.append("also matches: " + "; ".join(f"{m.id} ({m.cause})" for m in hits[1:]))
-    return {"cause": best.cause, "mutant": best.id, "mutant_component": best.component,
-            "confidence": CONFIDENCE if len(causes) == 1 else 0.6, "evidence": evidence,
-            "max_diff": worst, "draws": draws, "also": [m.id for m in hits[1:]]}
+    return {"mutant": best.id, "mutant_component": best.component, "max_diff": alive[best.id][0], "draws": draws,
+            "cases": len(cases(comp, 0)), "also": [m.id for m in hits[1:]]}
+
+
+def fingerprint(component: str, student_fn, draws: int = DRAWS) -> dict | None:
+    """The known bug the student's adapter reproduces, or None: match() decided by the parent's rule
+    ({cause, mutant, mutant_component, confidence, evidence, max_diff, draws, also})."""
+    return lm_decide.fingerprint_finding(canonical(component), match(component, student_fn, draws))

@@ -3,7 +3,7 @@
 In real repositories of this assignment the most common failure is not numerical: a state-dict
 key named differently, adapter arguments in the wrong order, an adapter that returns None, a
 layer with a bias the contract lacks, a tensor made with the token ids' integer dtype. These
-are named `interface-mismatch` from the exception, the keys and the shapes on both sides (or,
+are measured (the parent names them `interface-mismatch`) from the exception, the keys and the shapes on both sides (or,
 when nothing raises, from the reference called with two of its arguments swapped giving the
 student's numbers) and never as a numerical bug of the component.
 """
@@ -16,7 +16,6 @@ import torch
 
 from .inputs import ADAPTER, cases, difference, run_case, tolerance
 
-CAUSE = "interface-mismatch"
 _MISSING = re.compile(r'Missing key\(s\) in state_dict: ([^\n]*)')
 _UNEXPECTED = re.compile(r'Unexpected key\(s\) in state_dict: ([^\n]*)')
 _SIZE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
@@ -29,8 +28,10 @@ def _keys(text):
     return re.findall(r'"([^"]+)"', text)
 
 
-def _finding(evidence, kind, confidence=0.9, **extra):
-    return {"cause": CAUSE, "kind": kind, "confidence": confidence, "evidence": evidence, **extra}
+def _finding(evidence, kind, **extra):
+    """What was measured: the kind of interface problem and its evidence (its cause `interface-mismatch` and
+    confidence are the parent's decision, harness/causes/lm_decide.py)."""
+    return {"kind": kind, "evidence": evidence, **extra}
 
 
 def recorded_args(component: str, draw: int = 0):
@@ -138,7 +139,7 @@ def _size_from_scalar(text, args, names) -> dict | None:
                 if size > 2 and abs(size - a * factor) < 0.5:
                     return _finding([f"a tensor has size {size} = {name}{how} ({name} = {a:g}): {name} was used "
                                      "where a size belongs (arguments passed in the wrong order?)", text[:200]],
-                                    "swapped-arguments", confidence=0.85)
+                                    "swapped-arguments")
     return None
 
 
@@ -202,7 +203,7 @@ def output_problems(component: str, outputs: list) -> dict | None:
     for case, out in outputs:
         if out == "returned None":
             return _finding([f"{ADAPTER[component]} returned None on '{case}' (the result is computed but not "
-                             "returned)"], "returned-none", confidence=0.95)
+                             "returned)"], "returned-none")
     return None
 
 
@@ -251,5 +252,5 @@ def zero_in_zero_out(component: str, student_fn) -> dict | None:
     if size > 1e-6:
         return _finding([f"{ADAPTER[component]} on an all-zero input returns values up to {size:.3g} "
                          "instead of 0: a bias term the contract does not have (layers are y = W x)"],
-                        "bias", confidence=0.9)
+                        "bias")
     return None

@@ -301,20 +301,20 @@ def _first(div, files, runs, rtol, result=lambda params: params[0]):
 
 
 def diagnose_further(ctx, comp: str, c: dict) -> dict:
-    """A failing component no fingerprint explains: harness.lmdiag's interface, fingerprint and property
-    diagnosis (its own seeded inputs), as data the parent's rule reads."""
+    """A failing component no fingerprint explains: harness.lmdiag's measurements of it (interface, its own
+    fingerprint, swapped arguments, properties, on its own seeded inputs) as data; the parent's rule decides
+    what they name (harness/causes/lm_decide.py)."""
     if c.get("status") != "fail" or c.get("id") != f"lm-{comp}" or (c.get("data") or {}).get("fingerprint"):
         return c
-    from ..lmdiag.diagnose import diagnose_component
+    from ..lmdiag.diagnose import measure_component
     from .lm_common import ADAPTER
     fn = getattr(ctx.module, ADAPTER.get(comp, ""), None)
     if fn is None:
         return c
     with ctx.student(f"{ADAPTER[comp]} (diagnosis)", seconds=ctx.budget(20.0)):
-        r = diagnose_component(comp, fn)
-    if r.get("cause") and not r.get("internal_error"):
-        c["data"]["lmdiag"] = {"cause": r["cause"], "confidence": r.get("confidence", 0.0),
-                               "evidence": [str(e)[:400] for e in (r.get("evidence") or [])[:4]]}
+        m = measure_component(comp, fn)
+    if m.get("status") == "fail":
+        c["data"]["lmdiag_measured"] = m
     return c
 
 

@@ -114,7 +114,7 @@ def test_interface_messages_name_both_sides():
     missing = ('raised RuntimeError: Error(s) in loading state_dict for Block:\n\tMissing key(s) in state_dict: '
                '"attn.o_proj.weight". \n\tUnexpected key(s) in state_dict: "attn.output_proj.weight". ')
     found = interface.from_exception("block", missing)
-    assert found["cause"] == "interface-mismatch"
+    assert found["kind"] == "state-dict-keys"
     assert "attn.output_proj.weight" in found["evidence"][0] and "attn.o_proj.weight" in found["evidence"][0]
     bias = 'raised RuntimeError: Error(s) in loading state_dict for L:\n\tMissing key(s) in state_dict: "bias". '
     assert "bias" in interface.from_exception("linear", bias)["evidence"][0]
