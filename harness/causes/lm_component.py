@@ -377,7 +377,7 @@ PROPERTY_CAUSES = {
 
 def _lmdiag_causes() -> dict:
     """Causes only harness.lmdiag's properties name (no mutant makes them): one document each."""
-    from ..lmdiag import PROPERTY_CAUSES as TITLES
+    from ..lm_property_causes import PROPERTY_CAUSES as TITLES
     known = {c.id for c in PROPERTY_CAUSES.values()} | set(FINGERPRINT_CAUSES)
     return {cid: Cause(cid, title[0].upper() + title[1:], title + ".",
                        "Every part built on this component inherits the error.",

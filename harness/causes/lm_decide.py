@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from ..lm_table import ADAPTER as _TABLE, DEPS, registry_name
-from ..lmdiag import PROPERTY_CAUSES
+from ..lm_property_causes import PROPERTY_CAUSES
 
 ADAPTER = {registry_name(c): a for c, a in _TABLE.items()}     # lmdiag's spelling (mha_rope)
 _DEPS = {registry_name(c): tuple(map(registry_name, d)) for c, d in DEPS.items()}

@@ -16,9 +16,7 @@ CHILD_SIDE = ("harness.child", "harness.zygote", "harness.loader", "harness.lm_l
               "harness.child_integrity", "harness.capture", "harness.on_demand")
 # Edges known to cross, in files another engineer owns this round: (importer, imported) -> why it is still
 # here. The test below fails once one is gone, so that the exception is removed with it.
-PENDING = {("harness.causes.lm_component", "harness.lmdiag"):
-           "lm's property-cause titles (lmdiag.PROPERTY_CAUSES) belong in a shared table; causes/lm_*.py and "
-           "lmdiag/ are being changed by another engineer (issue 28 item 2)"}
+PENDING: dict = {}
 
 
 def _child(name: str) -> bool:
