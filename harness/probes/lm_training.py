@@ -192,6 +192,17 @@ def gradient_clipping(ctx):
     return [c]
 
 
+def _result_made_at(ctx, out, comp: str) -> dict | None:
+    """Where a wrong kind of result was made: a generator's function (its def line, in the student's files),
+    else the adapter's return (the first student frame returning)."""
+    from .. import lm_loader
+    code = out.gi_code if type(out).__name__ == "generator" else None
+    shown = lm_loader.STATE.files.get(code.co_filename) if code is not None else None
+    if shown:
+        return {"file": shown, "line": code.co_firstlineno}
+    return ctx.cache.get("lm_returned_at", {}).get(comp)
+
+
 def get_batch(ctx):
     """Properties only (the sampling is random): shapes, dtype, targets shifted by one, windows inside the data."""
     n, b, t = 30, 8, 5
@@ -204,8 +215,11 @@ def get_batch(ctx):
             out = call(ctx, "get-batch", (data, b, t, "cpu"), f"dataset of {n} tokens, batch {b}, context {t}")
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise Outcome(check("lm-get-batch", "error", {"returned": type(out).__name__}, "(x, y)",
-                                    "run_get_batch did not return a pair (x, y)",
-                                    data={"component": "get-batch", "kind": "interface"}))
+                                    "run_get_batch did not return a pair (x, y)" + (
+                                        " (a generator: the function yields instead of returning)"
+                                        if type(out).__name__ == "generator" else ""),
+                                    data={"component": "get-batch", "kind": "interface"},
+                                    location=_result_made_at(ctx, out, "get-batch")))
             x, y = (torch.as_tensor(np.asarray(o.cpu()) if isinstance(o, torch.Tensor) else o) for o in out)
             if tuple(x.shape) != (b, t) or tuple(y.shape) != (b, t):
                 problems.append(f"shapes {list(x.shape)} and {list(y.shape)}, expected [{b}, {t}] each")
