@@ -18,12 +18,13 @@ import zipfile
 from pathlib import Path
 
 from . import allowed
+from .identity import PACKAGES
 from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
+from .protocol import ASSIGNMENTS as PROTOCOL_ASSIGNMENTS
 
 TORCH_FALLBACK = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-PACKAGES = ("harness", "reference_model", "mutants")
-ASSIGNMENTS = ("reversal", "block", "lm")
+ASSIGNMENTS = PROTOCOL_ASSIGNMENTS
 WHAT = {"reversal": "the one .py/.ipynb file", "block": "the one .py/.ipynb file",
         "lm": "the repository holding tests/adapters.py, graded per component"}
 
