@@ -125,8 +125,13 @@ def _sides(d: dict) -> list[str]:
     return out
 
 
-def _fingerprint_cause(fp: dict) -> Cause:
-    return FINGERPRINT_CAUSES.get(fp.get("cause")) or MISMATCH
+def _fingerprint_mutant(fp: dict | None):
+    """The registry's mutant the child says the outputs match (by id: the child's own cause and texts are not
+    trusted), or None for an id the registry does not know."""
+    from .lm_decide import MUTANTS
+    mid = fp.get("mutant") if isinstance(fp, dict) else None
+    m = MUTANTS.get(mid) if isinstance(mid, str) else None
+    return m if m is not None and m.cause in FINGERPRINT_CAUSES else None
 
 
 class ComponentRule:
@@ -166,15 +171,17 @@ class ComponentRule:
                 for a in order[:3]) + " (pass them by keyword)", say(c)],
                 {"file": order[0].get("file"), "line": order[0]["line"]}, explains=explains)
             f.cause = INTERFACE
-        elif self.kind in ("mismatch", "error") and fp and fp.get("cause"):
+        elif self.kind in ("mismatch", "error") and (mut := _fingerprint_mutant(fp)) is not None:
             # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
-            also = f" (also equal to: {', '.join(fp['also_matches'])})" if fp.get("also_matches") else ""
-            f = Finding(0.95 if not fp.get("also_matches") else 0.8,
-                        [f"{comp} ({name}) equals the reference with '{fp.get('summary')}' to "
-                         f"{fp.get('max_abs'):.1g} on {fp.get('draws')} draws{also}", say(c),
-                         str(fp.get("explanation") or "")[:600]],
-                        c.get("location"), explains=explains, fix=fp.get("fix") or None)
-            f.cause = _fingerprint_cause(fp)
+            also = [str(a)[:80] for a in fp.get("also_matches") or ()][:5] if isinstance(fp.get("also_matches"),
+                                                                                         list) else []
+            size = fp.get("max_abs") if isinstance(fp.get("max_abs"), (int, float)) else float("nan")
+            f = Finding(0.95 if not also else 0.8,
+                        [f"{comp} ({name}) equals the reference with '{mut.summary}' to {size:.1g} on "
+                         f"{fp.get('draws')} draws" + (f" (also equal to: {', '.join(also)})" if also else ""),
+                         say(c), str(mut.explanation)[:600]],
+                        c.get("location"), explains=explains, fix=mut.lesson or None)
+            f.cause = FINGERPRINT_CAUSES[mut.cause]
         elif self.kind == "mismatch" and d.get("diagnosis") in FINGERPRINT_CAUSES:
             f = Finding(0.9, [f"{comp} ({name}): {c['detail']}", say(c)], c.get("location"), explains=explains)
             f.cause = FINGERPRINT_CAUSES[d["diagnosis"]]

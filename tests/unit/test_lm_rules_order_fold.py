@@ -25,7 +25,8 @@ def _where(file, line):
 
 
 def test_failures_first_then_course_invisible_deviations_then_unfinished_parts():
-    fp = {"cause": "rmsnorm-no-float32-upcast", "summary": "no float32 upcast", "max_abs": 0.0, "draws": 3}
+    fp = {"mutant": "lm-rmsnorm-no-upcast", "cause": "rmsnorm-no-float32-upcast", "summary": "no float32 upcast",
+          "max_abs": 0.0, "draws": 3}
     r = _result(
         _check("silu", "skip", "not-implemented"),
         _check("rmsnorm", "fail", "mismatch", _where("pkg/norm.py", 12), fingerprint=fp),
@@ -34,6 +35,10 @@ def test_failures_first_then_course_invisible_deviations_then_unfinished_parts()
     assert [x["id"] for x in d] == ["component-mismatch", "rmsnorm-no-float32-upcast", "not-implemented"]
     assert d[0]["confidence"] < d[1]["confidence"] < 1     # the order is not the confidence's
     assert any(e.startswith("what it costs:") and "float16" in e for e in d[1]["evidence"])
+    # the cause is the registry's for the mutant id the child names, never the child's own `cause` field
+    forged = dict(fp, mutant="no-such-mutant")
+    r = _result(_check("rmsnorm", "fail", "mismatch", _where("pkg/norm.py", 12), fingerprint=forged))
+    assert [x["id"] for x in diagnose(r)] == ["component-mismatch"]
 
 
 def test_a_failure_that_starts_inside_another_failing_component_is_folded_into_it():
