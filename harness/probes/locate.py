@@ -125,6 +125,18 @@ def zeroing_line(fn: ast.FunctionDef, step_line: int) -> int | None:
     return back[0] if back and not zero else None
 
 
+def attribute_assignment(ctx, attr: str) -> int | None:
+    """The first statement outside an __init__ that assigns <anything>.<attr> (state set during a call)."""
+    for node in ast.walk(_tree(ctx.source.text)):
+        if isinstance(node, ast.FunctionDef) and node.name != "__init__":
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    if any(isinstance(e, ast.Attribute) and e.attr == attr for t in targets for e in ast.walk(t)):
+                        return sub.lineno
+    return None
+
+
 def accumulation_line(ctx, step_line: int | None) -> int | None:
     """The line to fix when gradients pile up across the steps of the student's train() (see zeroing_line);
     the step where they were measured when no better line can be told."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..checks import bound
-from . import trace
+from . import locate, trace
 from .base import Skip, check, manual_seed, rnd
 from .common import EOS, batch, eval_model, kwargs_for
 
@@ -99,17 +99,52 @@ def decode_determinism(ctx):
     decode = ctx.need("greedy_decode")
     model = eval_model(ctx)
     src, _ = batch(ctx, 3, 5, 7, seed_offset=43)
-    outs = []
+    outs, states = [], [_kept_state(model)]
     for seed in (1, 2):
         manual_seed(seed)
         with torch.no_grad(), ctx.student("greedy_decode(model, src)"):
             ys = decode(model, src, **kwargs_for(decode, max_len=12))
         outs.append(ys[0] if isinstance(ys, (tuple, list)) else ys)
+        states.append(_kept_state(model))
     if not all(isinstance(y, torch.Tensor) for y in outs):
         raise Skip("greedy_decode does not return a tensor of tokens first")
     same = outs[0].shape == outs[1].shape and bool(torch.equal(outs[0], outs[1]))
+    data, line = {}, None
+    if not same:     # the mechanism where it is one: the call left state on the model that the next call reads
+        kept = sorted(k for k in states[1] if states[1][k] != states[0].get(k))
+        if kept:
+            line = next((ln for ln in (locate.attribute_assignment(ctx, k.rsplit(".", 1)[-1]) for k in kept) if ln),
+                        None)
+            data["mechanism"] = {"kind": "state-kept", "attributes": kept[:5],
+                                 "text": f"the first call left {', '.join(kept[:3])} on the model (set or grown "
+                                         f"by greedy_decode), and the second call starts from it"}
     return [check("decode-determinism", "pass" if same else "fail", same, "True: the same tokens twice",
-                  "greedy_decode twice on the same source with different random seeds")]
+                  "greedy_decode twice on the same source with different random seeds", data=data,
+                  location=ctx.where(line))]
+
+
+def _kept_state(model) -> dict:
+    """What a call could leave on the model besides its weights: every plain attribute of every submodule
+    (not parameters, buffers, submodules or the train flag), summarised by shape and content sizes."""
+    out = {}
+    for path, mod in model.named_modules():
+        for k, v in vars(mod).items():
+            if not (k.startswith("_") or k == "training"):
+                out[f"{path}.{k}" if path else k] = _summary(v)
+    return out
+
+
+def _summary(v, depth: int = 3):
+    """A value's shape, two levels into containers (a cache is a list of dicts of growing tensors)."""
+    if isinstance(v, torch.Tensor):
+        return ("tensor", tuple(v.shape))
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    if depth and isinstance(v, (list, tuple)):
+        return tuple(_summary(x, depth - 1) for x in v[:16]) + ((len(v),) if len(v) > 16 else ())
+    if depth and isinstance(v, dict):
+        return tuple((str(k), _summary(x, depth - 1)) for k, x in list(v.items())[:16]) + (len(v),)
+    return type(v).__name__
 
 
 def decode_consistency(ctx):
