@@ -10,7 +10,6 @@
   properties.check(component, fn)            properties every correct implementation has (each with the cause
                                             its failure names and a confidence, as declared data)
   interface.*                                key/argument/dtype/None/bias problems, measured
-  rubric.score / rubric.gradescope_tests     per-component partial credit ([lm] in rubric_default.toml)
 
 Where decisions live: one engine, as for reversal and block. In the sandboxed child, the probe
 (harness/probes/lm_components.py `diagnose_further`) calls measure_component for a component whose
@@ -19,9 +18,10 @@ the measurements in the check's `data.lmdiag_measured`. In the parent, engine.va
 harness/causes/lm_decide.py `annotate`: it validates the measurements (types, bounds; a cause or mutant id it
 does not know is not trusted), runs the cascade (interface -> fingerprint -> swapped arguments -> properties ->
 no cause) and writes its decision at `data.lmdiag`, which harness/causes/lm_component.py turns into the
-finding. This package imports lm_decide (torch-free) so that in-process callers (the pytest plugin, the
-rubric, benches, tests) get the same decision from the same rules. Component names may be spelled either
-way (mha-rope or mha_rope). Partial credit: rubric.score({component: diagnosis}).
+finding. This package imports lm_decide (torch-free) so that in-process callers (the pytest plugin, benches,
+tests) get the same decision from the same rules. Component names may be spelled either
+way (mha-rope or mha_rope). Partial credit is the grader's
+(harness/rubric_lm.py, on the check's result).
 
 Cause ids: the lm mutant catalogue's (mutants/lm_registry.py), `interface-mismatch`, and the ones
 below, which only properties name (no mutant makes them); the parent trusts no other id from the child

@@ -8,7 +8,7 @@ and the properties (each with the cause its failure names as declared data). Eve
 failing component, in the order the decision reads them; a stage that could not be measured is listed in
 `not_measured` with the reason. The decision (which evidence names which cause, at what confidence, in which
 order) is the parent's: harness/causes/lm_decide.py, torch-free. `diagnose_component` is measure-then-decide
-in one process (the pytest plugin, lmdiag's rubric, the benches and tests) through that same function.
+in one process (the pytest plugin, the benches and tests) through that same function.
 
 A diagnosis is JSON-able: {component, adapter, status: pass|fail|not-implemented, cause, confidence,
 evidence: [str], errors: {case, max_abs, max_rel} | {case, raised}, properties: [...]}.
@@ -26,7 +26,7 @@ import torch
 from ..causes import lm_decide
 from . import interface, properties, properties_train  # noqa: F401 - registers the training properties
 from .fingerprint import match, outputs, reference_fn
-from .inputs import ADAPTER, COMPONENTS, canonical, closure, relative_error, tolerance
+from .inputs import ADAPTER, COMPONENTS, canonical, relative_error, tolerance
 
 CHECK_DRAWS = 2          # draws compared with the reference before a component is called correct
 
@@ -145,26 +145,12 @@ def diagnose_component(component: str, student_fn) -> dict:
     return lm_decide.decide(valid)
 
 
-def diagnose_adapters(adapters: dict, components=COMPONENTS, explain_downstream: bool = False) -> dict:
+def diagnose_adapters(adapters: dict, components=COMPONENTS) -> dict:
     """Every component's diagnosis and the first failing one in build order (where the bug starts).
 
-    A component that fails while one it is built from fails too is only compared, not explained
-    (its failure is normally that one's; `explain_downstream` explains it anyway)."""
-    results = {}
-    for c in components:
-        fn = adapters.get(ADAPTER[c])
-        upstream = [u for u in closure(c) if u != c and results.get(u, {}).get("status") == "fail"]
-        if upstream and fn is not None and not explain_downstream:
-            try:
-                err, mine = compare(c, fn)
-            except Exception:                                # noqa: BLE001 - explained below instead
-                err, mine = {"case": "?", "raised": "comparison failed"}, []
-            if err is not None and not any(o == "not-implemented" for _, o in mine):
-                results[c] = jsonable(lm_decide.result(
-                    {"component": c}, "fail", None, 0.0, [f"fails, and {upstream[0]}, which it is built from, fails "
-                                                          f"too (explained there)", lm_decide.error_line(err)], err,
-                    inherited_from=upstream[0]))
-                continue
-        results[c] = diagnose_component(c, fn)
+    Each failing component is diagnosed on its own measurements: in one process there is no traced run to
+    show that its failure starts inside a component it is built from, so none is folded into another (the
+    check path folds only on that measurement: harness/causes/lm_component.py `folded_into`)."""
+    results = {c: diagnose_component(c, adapters.get(ADAPTER[c])) for c in components}
     failing = [c for c in components if results[c]["status"] == "fail"]
     return {"components": results, "first_failing": failing[0] if failing else None}
