@@ -16,6 +16,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
+from ..assignments import LM
 from .inputs import ADAPTER, COMPONENTS, canonical, closure
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "rubric_default.toml"
@@ -42,7 +43,7 @@ def _fraction(value, where):
 
 def parse(text: str, source: str = "<string>") -> LmRubric:
     try:
-        table = tomllib.loads(text).get("lm")
+        table = tomllib.loads(text).get(LM.rubric_table)
     except tomllib.TOMLDecodeError as e:
         raise LmRubricError(f"{source}: not valid TOML: {e}") from None
     if not isinstance(table, dict):
