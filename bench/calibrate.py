@@ -54,7 +54,7 @@ NUMBERS = {
 def corpus_cases():
     """The correct files of the corpus's calibration split, as selftest cases (expected None = clean)."""
     from harness.selftest import Case
-    folder = ROOT / "tests" / "corpus" / "reversal"
+    folder = ROOT / "tests" / "corpus" / REVERSAL.name
     m = json.loads((folder / "manifest.json").read_text())
     return [Case(f"corpus/{e['file']}", folder / e["file"], None, REVERSAL.name)
             for e in m["entries"] if e["kind"] == "correct" and e["split"] == "calibration"]

@@ -23,7 +23,7 @@ from harness.api import check_file  # noqa: E402
 from harness.assignments import LM  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 
-CORPUS = ROOT / "tests" / "corpus" / "lm"
+CORPUS = ROOT / "tests" / "corpus" / LM.name
 # corpus cause -> mtxdiag cause ids that name the same bug
 ALIASES = {
     # harness.lmdiag's names for the same bugs (wired in after the corpus was written)

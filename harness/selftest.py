@@ -86,7 +86,7 @@ def lm_cases(tmp: Path) -> list[Case]:
     (tmp / "reference_lm.py").write_text(reference_single_file())
     out = [Case("reference/lm (repo)", write_repo("reference_lm_repo", reference_repo_files()), None, LM.name),
            Case("reference/lm (file)", tmp / "reference_lm.py", None, LM.name)]
-    correct = ROOT / "tests" / "corpus" / "lm" / "correct"
+    correct = ROOT / "tests" / "corpus" / LM.name / "correct"      # the corpus: a folder per assignment
     for p in sorted(correct.glob("*")) if correct.is_dir() else []:
         if p.suffix == ".py" or (p.is_dir() and (p / "tests" / "adapters.py").is_file()):
             out.append(Case(f"corpus/lm/{p.name}", p, None, LM.name))
