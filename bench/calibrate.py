@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.selftest import correct_cases, mutant_cases  # noqa: E402
 from harness.api import check_file  # noqa: E402
+from harness.assignments import REVERSAL  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
@@ -53,9 +54,9 @@ NUMBERS = {
 def corpus_cases():
     """The correct files of the corpus's calibration split, as selftest cases (expected None = clean)."""
     from harness.selftest import Case
-    folder = ROOT / "tests" / "corpus" / "reversal"
+    folder = ROOT / "tests" / "corpus" / REVERSAL.name
     m = json.loads((folder / "manifest.json").read_text())
-    return [Case(f"corpus/{e['file']}", folder / e["file"], None, "reversal")
+    return [Case(f"corpus/{e['file']}", folder / e["file"], None, REVERSAL.name)
             for e in m["entries"] if e["kind"] == "correct" and e["split"] == "calibration"]
 
 

@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.api import check_file, write_json_atomic  # noqa: E402
+from harness.assignments import SINGLE_FILE  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
-ASSIGNMENTS = ("reversal", "block")
+ASSIGNMENTS = SINGLE_FILE     # the corpus folders: one per single-file assignment (harness/assignments.py)
 SPLITS = ("calibration", "holdout")
 FALSE_ALARM_CONF = 0.5      # issue 11: no diagnosis at >= 0.5 on correct code
 MISATTRIBUTION_CONF = 0.8   # issue 11: no wrong cause at >= 0.8 on a bug

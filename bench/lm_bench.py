@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.api import check_file  # noqa: E402
+from harness.assignments import LM  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def main():
         runs = []
         for i in range(a.repeat):
             t = time.perf_counter()
-            r = check_file(repo, assignment="lm", quick=True, limits=Limits(timeout_s=120))
+            r = check_file(repo, assignment=LM.name, quick=True, limits=Limits(timeout_s=120))
             runs.append((time.perf_counter() - t, r))
             print(f"run {i + 1}: {runs[-1][0]:.2f} s, verdict {r['verdict']}", file=sys.stderr)
     secs = sorted(s for s, _ in runs)

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.api import check_file  # noqa: E402
+from harness.assignments import LM  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 
-CORPUS = ROOT / "tests" / "corpus" / "lm"
+CORPUS = ROOT / "tests" / "corpus" / LM.name
 # corpus cause -> mtxdiag cause ids that name the same bug
 ALIASES = {
     # harness.lmdiag's names for the same bugs (wired in after the corpus was written)
@@ -57,7 +58,7 @@ def main():
     rows = []
     for e in entries:
         t = time.monotonic()
-        r = check_file(CORPUS / e["path"], assignment="lm", quick=True, limits=Limits(timeout_s=180))
+        r = check_file(CORPUS / e["path"], assignment=LM.name, quick=True, limits=Limits(timeout_s=180))
         d = r["diagnoses"]
         top = d[0] if d else {}
         row = {"path": e["path"], "kind": e["kind"], "split": e.get("split"), "verdict": r["verdict"],

@@ -46,8 +46,9 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
     from harness.runner import Limits, run_child
     ph["parent_imports_s"] = time.perf_counter() - t
     ph["parent_has_torch"] = "torch" in sys.modules
+    from harness.assignments import AUTO, for_folder
     path = Path(target)
-    assignment = "lm" if path.is_dir() else "auto"
+    assignment = (for_folder(AUTO) if path.is_dir() else None) or AUTO
     events = []
     warm = _warm_html()                   # as the CLI does: the report's one-time costs while the child runs
     try:                                  # as the CLI does: two cores -> the training probes beside the rest

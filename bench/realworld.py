@@ -147,6 +147,7 @@ def main() -> int:
               "see this file's docstring)", file=sys.stderr)
         return 0
     from harness.api import check_file
+    from harness.assignments import LM
     from harness.runner import Limits
     trees = Path(a.trees)
     entries = json.loads(labels.read_text())["entries"]
@@ -159,7 +160,7 @@ def main() -> int:
             print(f"  {e['repo']}@{e['commit'][:8]}: tree absent, skipped", file=sys.stderr)
             continue
         t = time.monotonic()
-        r = check_file(tree, assignment="lm", quick=True, limits=Limits(timeout_s=240))
+        r = check_file(tree, assignment=LM.name, quick=True, limits=Limits(timeout_s=240))
         row = score(e, r, tree, trees)
         row["seconds"] = round(time.monotonic() - t, 1)
         rows.append(row)

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.api import check_file, write_json_atomic  # noqa: E402
+from harness.assignments import SINGLE_FILE  # noqa: E402
 from harness.repair.run import repair_check  # noqa: E402
 from harness.runner import Limits  # noqa: E402
 
@@ -38,7 +39,7 @@ def mutant_files(tmp: Path) -> list[dict]:
     from mutants.registry import MUTANTS
     out = []
     for m in MUTANTS:
-        if m.assignment not in ("reversal", "block"):
+        if m.assignment not in SINGLE_FILE:
             continue
         f = tmp / f"{m.id}.py"
         f.write_text(m.source())
@@ -49,7 +50,7 @@ def mutant_files(tmp: Path) -> list[dict]:
 
 def corpus_files() -> list[dict]:
     out = []
-    for a in ("reversal", "block"):
+    for a in SINGLE_FILE:
         doc = json.loads((CORPUS / a / "manifest.json").read_text())
         for e in doc["entries"]:
             if not e["file"].endswith(".py"):

@@ -3,15 +3,13 @@ library). A module the grader lacks but the assignment allows is the grader's en
 student's fault: the check reports it as a grader fault with the command that installs it
 (`missing_module_fault`), and `mtxdiag gradescope build` installs them in the autograder.
 
-The lm list follows what CS336 assignment 1's repositories import in model code (pyproject's `lm` extra).
+Each assignment declares its list (`Assignment.packages`, harness/assignments.py).
 """
 from __future__ import annotations
 
-ALLOWED: dict[str, tuple[str, ...]] = {
-    "reversal": ("numpy", "tqdm", "matplotlib"),
-    "block": ("numpy", "tqdm", "matplotlib"),
-    "lm": ("einops", "einx", "jaxtyping", "numpy", "regex", "tqdm"),
-}
+from .assignments import ALL
+
+ALLOWED: dict[str, tuple[str, ...]] = {a.name: a.packages for a in ALL}
 
 # import name -> the name pip installs it under, where they differ
 PIP_NAME = {"sklearn": "scikit-learn", "yaml": "PyYAML", "PIL": "Pillow"}

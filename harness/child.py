@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 
+from . import assignments
 from .child_integrity import add_integrity, guarded_context, tamper_check
 from .protocol import EXIT_CHANNEL, EXIT_MEMORY, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, parse_argv
 
@@ -264,8 +265,7 @@ def main(argv=None):
     result["timings"]["load_s"] = time.perf_counter() - t0
     assignment = a.assignment
     if assignment == "auto":
-        assignment = lm_loader.detect(module) or ("block" if hasattr(module, "TransformerBlock") and
-                                                  not hasattr(module, "MiniTransformer") else "reversal")
+        assignment = assignments.detect(lambda name: hasattr(module, name))   # harness/assignments.py
     result["assignment"] = assignment
     ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
     result["timings"]["slowdown"] = round(slowdown, 2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 
+from .assignments import assignment_of
 from .identity import GRADER_PREFIXES, is_grader_name
 
 
@@ -92,10 +93,9 @@ def guarded_context(Context, StudentError, guard, hidden=None):
         def student(self, where, seconds=None):
             token = guard.enter()
             try:
-                # hide.py: no grader modules in sys.modules while student code runs. Not for lm yet: lmdiag's
-                # measurements inside a student call then lose properties (get-batch-start-range, measured);
-                # lm keeps the contract-name and model-part checks (grader_reach)
-                hide = hidden if self.assignment != "lm" else None
+                # hide.py: no grader modules in sys.modules while student code runs, where the assignment
+                # allows it (Assignment.hides_grader says why lm does not yet)
+                hide = hidden if assignment_of(self.assignment).hides_grader else None
                 with Context.student(self, where, seconds), (hide or _nothing()):
                     yield
             finally:
@@ -106,7 +106,7 @@ def guarded_context(Context, StudentError, guard, hidden=None):
             problem = bad_tensor(logits, self.device)
             if problem:
                 raise StudentError(TypeError(problem), None, where)
-            if self.assignment == "reversal":
+            if assignment_of(self.assignment).seq2seq:
                 want = (int(src.shape[0]), int(tgt_in.shape[1]), VOCAB)
                 got = tuple(int(s) for s in logits.shape)
                 if got != want:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .assignments import CHOICES, REPOSITORY, for_folder
 from .api import check_file, exit_code, write_json_atomic
 from .limits import limit_options
 from .runner import Limits
@@ -47,7 +48,7 @@ def _default_report(sub: Path, ext: str) -> Path:
 
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--assignment", type=click.Choice(["auto", "reversal", "block", "lm"]), default="auto",
+@click.option("--assignment", type=click.Choice(list(CHOICES)), default="auto",
               show_default=True, help="Which lesson the file implements (detected from its names by default; "
                                       "a folder is an `lm` repository).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -90,7 +91,7 @@ def check(file, assignment, json_path, html_path, seed, device, quick, timeout, 
 
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--assignment", type=click.Choice(["auto", "reversal", "block", "lm"]), default="auto",
+@click.option("--assignment", type=click.Choice(list(CHOICES)), default="auto",
               show_default=True, help="As for `check`.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write each result as JSON here (default: reports/<name>.json).")
@@ -166,9 +167,11 @@ def _usable(file: Path, assignment: str) -> str:
     if not file.exists():
         raise click.UsageError(f"no such file: {file}")
     if file.is_dir():
-        if assignment not in ("auto", "lm"):
-            raise click.UsageError(f"{file} is a folder: only the `lm` assignment is checked from a repository")
-        return "lm"
+        as_repo = for_folder(assignment)
+        if as_repo is None:
+            raise click.UsageError(f"{file} is a folder: only the `{'`, `'.join(REPOSITORY)}` assignment is checked "
+                                   f"from a repository")
+        return as_repo
     if file.suffix not in (".py", ".ipynb"):
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
     return assignment

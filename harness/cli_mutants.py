@@ -13,12 +13,14 @@ import click
 
 import mutants as library
 
+from .assignments import assignment_of
+
 _ASSIGNMENT = click.Choice(list(library.ALL_ASSIGNMENTS))
 
 
 def _select(assignment: str | None) -> list[library.Mutant]:
     """The lessons' mutants by default; the lm ones (not yet diagnosed by rules) only when asked for."""
-    if assignment == "lm":
+    if assignment_of(assignment).is_repository:     # lm's own registry (mutants/lm_registry.py)
         return list(library.LM_MUTANTS)
     return [m for m in library.MUTANTS if assignment is None or m.assignment == assignment]
 _WIDTH = 88

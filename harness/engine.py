@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from . import __version__
+from .assignments import DEFAULT, assignment_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
 from .causes.base import Evidence, say
@@ -173,7 +174,7 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
-    if ev.assignment == "lm":      # measured failures before deviations, unfinished parts and notes
+    if assignment_of(ev.assignment).per_component:   # measured failures before deviations, unfinished parts, notes
         out.sort(key=lm_order)
     return out
 
@@ -265,7 +266,7 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
     base.update(checks=p["checks"], skipped_code=p["skipped_code"], artifacts=p["artifacts"],
                 stdout=p["stdout"] + (outcome.stdout[-20_000:] if outcome.stdout.strip() else ""))
     base["timings"].update({k: round(v, 3) for k, v in p["timings"].items() if k != "total_s"})
-    base["assignment"] = p["assignment"] or base["assignment"] or "reversal"
+    base["assignment"] = p["assignment"] or base["assignment"] or DEFAULT.name
     load = p["load"] or {}
     if not load.get("ok"):
         kind = LOAD_KIND_TO_CAUSE.get(load.get("kind"), "definition-error")
@@ -292,7 +293,7 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
     base["diagnoses"] = diagnose(base) + _script_failures(base["skipped_code"], submission)
     base["verdict"] = verdict(base["diagnoses"])
     _grader_lacks_allowed(base)
-    if base["assignment"] == "reversal" and base["artifacts"].get("training"):
+    if assignment_of(base["assignment"]).trains and base["artifacts"].get("training"):
         from .reference_curves import load
         ref = load()
         if ref:  # the reference's own brief training, same steps and seed: the report draws both

@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from . import rubric as rubric_mod
+from .assignments import CHOICES, NAMES
 from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S, limit_options
 from .grade import VISIBILITIES, GradeError, Grader, Options, gradescope_one
 
-_ASSIGNMENT = click.Choice(["auto", "reversal", "block", "lm"])
+_ASSIGNMENT = click.Choice(list(CHOICES))
 
 
 class BadInput(click.ClickException):
@@ -151,7 +152,7 @@ def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, 
 
 
 @gradescope.command("build")
-@click.option("--assignment", type=click.Choice(["reversal", "block", "lm"]), required=True,
+@click.option("--assignment", type=click.Choice(list(NAMES)), required=True,
               help="reversal, block (one .py/.ipynb), or lm (a repository with tests/adapters.py, per component).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("autograder.zip"),
               show_default=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .assignments import REPOSITORY, for_folder
 from .limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 
 SUFFIXES = (".py", ".ipynb")
@@ -203,9 +204,9 @@ def _read_repo(sub: Submission, path: Path, opts: Options) -> None:
     """A repository's files, as a check copies them (repo_copy.select: the adapters and what they import
     first), keyed by their paths and bytes."""
     from .repo_copy import ENTRY, select
-    if opts.assignment not in ("auto", "lm"):
-        sub.problem = (f"{path.name}/ is a repository (tests/adapters.py): only assignment lm is graded from a "
-                       f"repository, and this run grades {opts.assignment}")
+    if for_folder(opts.assignment) is None:
+        sub.problem = (f"{path.name}/ is a repository (tests/adapters.py): only assignment {', '.join(REPOSITORY)} "
+                       f"is graded from a repository, and this run grades {opts.assignment}")
         return
     try:
         chosen = select(path)

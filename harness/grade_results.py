@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .assignments import AUTO, for_folder
 from .grade_discovery import SUFFIXES, Options, Submission
 from .runner import Limits
 
@@ -109,7 +110,7 @@ def _job(sub: Submission, opts: Options) -> dict:
     job = {"student": sub.student, "filename": _file(sub).name, "data": sub.data, "display": display_path(sub),
            **opts.result_options(), "limits": opts.limits()}
     if sub.repo:
-        job.update(files=sub.files, assignment="lm")
+        job.update(files=sub.files, assignment=for_folder(AUTO))     # the repository assignment
     return job
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from . import __version__
 from . import rubric as rubric_mod
 from .api import write_json_atomic
+from .assignments import assignment_of
 from .grade_discovery import GradeError, Options, _read, submission_in
 from .grade_results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
@@ -28,7 +29,8 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
     tests = []
-    if result.get("assignment") == "lm" and result.get("verdict") != "error" and grade.get("components"):
+    if assignment_of(result.get("assignment")).per_component and result.get("verdict") != "error" and \
+            grade.get("components"):
         from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
         return {"score": score, "max_score": max_score, "output": f"mtxdiag: {result.get('verdict')}",
                 "tests": gradescope_tests(result, grade, visibility=visibility),

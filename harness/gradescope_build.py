@@ -20,13 +20,11 @@ from pathlib import Path
 from . import allowed
 from .identity import PACKAGES
 from .limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
-from .protocol import ASSIGNMENTS as PROTOCOL_ASSIGNMENTS
+from .assignments import NAMES, assignment_of
 
 TORCH_FALLBACK = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-ASSIGNMENTS = PROTOCOL_ASSIGNMENTS
-WHAT = {"reversal": "the one .py/.ipynb file", "block": "the one .py/.ipynb file",
-        "lm": "the repository holding tests/adapters.py, graded per component"}
+ASSIGNMENTS = NAMES
 
 
 class BuildError(ValueError):
@@ -63,7 +61,7 @@ python3 -m venv /opt/mtxdiag-venv
 def run_autograder(assignment: str, timeout: float, memory: int, quick: bool) -> str:
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. Written by `mtxdiag gradescope build`.
-# Assignment {assignment}: the submission is {WHAT[assignment]}.
+# Assignment {assignment}: the submission is {assignment_of(assignment).handed_in}.
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 MTXDIAG_CMD="${{MTXDIAG_CMD:-/opt/mtxdiag-venv/bin/mtxdiag}}"
@@ -142,7 +140,7 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
     rub_file = Path(rubric_path) if rubric_path else rubric_mod.DEFAULT_PATH
     rub = rubric_mod.load(rub_file)                      # a bad rubric fails here, not in Gradescope
     rub_text = rub_file.read_text(encoding="utf-8")
-    if assignment == "lm":
+    if assignment_of(assignment).rubric_table:       # the per-component table ships filled in
         rub_text = _lm_rubric(rub_text, rub)
         rubric_mod.parse(rub_text, str(rub_file))        # what ships parses, [lm] and all
     root = Path(__file__).resolve().parent.parent

@@ -20,17 +20,14 @@ import sys
 import types
 
 from . import lm_paths
+from .assignments import AUTO, LM, assignment_of
 from .identity import GRADER_PREFIXES
 from .loader import (LOAD_TIMEOUT_S, LoadTimeout, Source, SubmissionError, filter_module, load_limit,
                      read_source, student_line)
 from .source import SKIP_DIRS  # folders never copied or imported (source.py; the parent copies by them too)
 
-# The contract, in the assignment's build order (the report's checklist follows it).
-ADAPTERS = ("run_linear", "run_embedding", "run_rmsnorm", "run_silu", "run_swiglu", "run_softmax",
-            "run_scaled_dot_product_attention", "run_rope", "run_multihead_self_attention",
-            "run_multihead_self_attention_with_rope", "run_transformer_block", "run_transformer_lm",
-            "run_cross_entropy", "get_adamw_cls", "run_get_lr_cosine_schedule", "run_gradient_clipping",
-            "run_get_batch")
+# The contract, in the assignment's build order (the report's checklist follows it): harness/assignments.py
+ADAPTERS = LM.required
 OUT_OF_SCOPE = ("get_tokenizer", "run_train_bpe", "run_save_checkpoint", "run_load_checkpoint")
 # Never served from a student's repository: the grader's own packages (identity.py) and what its probes import.
 PROTECTED = set(GRADER_PREFIXES) | {"torch", "numpy", "einops", "jaxtyping", "regex", "tqdm", "typing_extensions",
@@ -67,15 +64,11 @@ STATE = _State()
 
 def wants(raw: bytes | None, assignment: str) -> bool:
     """Whether a single file should load as an `lm` submission (it defines the adapters)."""
-    if assignment == "lm":
+    if assignment_of(assignment).is_repository:
         return True
-    if assignment != "auto" or raw is None:
+    if assignment != AUTO or raw is None:
         return raw is None
     return b"def run_linear" in raw or b"def run_transformer_lm" in raw or b"def run_rope" in raw
-
-
-def detect(module) -> str | None:
-    return "lm" if any(n in vars(module) for n in ADAPTERS) else None
 
 
 class MissingDependency(ModuleNotFoundError):

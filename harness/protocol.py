@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from . import __version__
+from .assignments import NAMES as ASSIGNMENTS
 from .limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 
 # ---- the wire ---------------------------------------------------------------------------------------------
@@ -32,7 +33,6 @@ FORK_FDS = (0, 1, 2, RESULT_FD)
 CTL_READY, CTL_STARTED, CTL_EXIT, CTL_POISONED, CTL_ERROR = "ready", "started", "exit", "poisoned", "error"
 PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
                  "submission-files")   # check ids only the parent may report (a child's are dropped)
-ASSIGNMENTS = ("reversal", "block", "lm")
 # how a check's child ended, as the runner observed it (outcome.ChildOutcome.status; crosses the daemon's socket)
 OUTCOME_STATUSES = ("ok", "timeout", "memory", "crashed", "no-result", "grader-fault")
 STATUSES = frozenset({"pass", "fail", "skip", "error", "info"})

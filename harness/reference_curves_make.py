@@ -12,11 +12,12 @@ import json
 
 from .api import check_file
 from .reference_curves import PATH, ROOT
+from .assignments import REVERSAL
 from .runner import Limits
 
 
 def main():
-    r = check_file(ROOT / "reference_model" / "reversal.py", assignment="reversal", quick=False, seed=0,
+    r = check_file(ROOT / "reference_model" / REVERSAL.reference, assignment=REVERSAL.name, quick=False, seed=0,
                    limits=Limits(timeout_s=1800))
     art = r["artifacts"].get("training")
     if r["verdict"] != "clean" or not art:

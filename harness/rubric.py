@@ -13,14 +13,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .assignments import ALL, assignment_of
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
+# a per-component assignment's credit table ([lm]: harness/rubric_lm.py), named by its Assignment.rubric_table
+COMPONENT_TABLES = tuple(a.rubric_table for a in ALL if a.rubric_table)
 TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks", "hint_level",
-            "lm"}   # [lm]: per-component credit of assignment lm (harness/rubric_lm.py)
+            *COMPONENT_TABLES}
 
 
 class RubricError(ValueError):
@@ -107,10 +111,10 @@ def parse(text: str, source: str = "<string>") -> Rubric:
             out[key] = _points(value, f"{source} [{table}] {key}")
         tables[table] = out
     lm = {}
-    if "lm" in data:
+    for table in (t for t in COMPONENT_TABLES if t in data):      # one today: [lm]
         from .rubric_lm import LmTableError, parse_table
         try:
-            lm = parse_table(data["lm"], source)
+            lm = parse_table(data[table], source)
         except LmTableError as e:
             raise RubricError(str(e)) from None
     hint = data.get("hint_level", "")
@@ -154,7 +158,7 @@ def score(result: dict, rubric: Rubric) -> dict:
                 "breakdown": [{"kind": "error", "id": str((err or {}).get("kind", "error")),
                                "points": _round(rubric.error_score - rubric.max_score),
                                "title": f"the check could not finish: {reason}"}]}
-    if result.get("assignment") == "lm":
+    if assignment_of(result.get("assignment")).per_component:
         return lm_score(result, rubric)
     total = 0.0
     seen = set()

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from .api import check_file
+from .assignments import ALL, AUTO, BLOCK, LM, NAMES, assignment_of
 from .runner import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +28,7 @@ class Case:
     name: str
     path: Path
     expected: str | None          # cause id, or None for correct code
-    assignment: str = "auto"
+    assignment: str = AUTO
     bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
     component: str | None = None  # lm: the component the mutant's edit is in (the top diagnosis must name it)
     bug_file: str | None = None   # lm: the repository file the edit is in (the reported file must end with it)
@@ -48,8 +49,8 @@ def changed_lines(before: str, after: str) -> tuple:
 
 def correct_cases() -> list[Case]:
     """The reference, the lesson's code as students paste it, and correct-but-different implementations."""
-    out = [Case("reference/reversal", ROOT / "reference_model" / "reversal.py", None, "reversal"),
-           Case("reference/block", ROOT / "reference_model" / "block.py", None, "block")]
+    out = [Case(f"reference/{a.name}", ROOT / "reference_model" / a.reference, None, a.name)
+           for a in ALL if not a.is_repository]
     for folder in (ROOT / "submissions", ROOT / "tests" / "fixtures" / "correct"):
         for p in sorted(folder.glob("*.py")) + sorted(folder.glob("*.ipynb")):
             if p.name.startswith(("make_", "_")):
@@ -83,17 +84,17 @@ def lm_cases(tmp: Path) -> list[Case]:
             (root / rel).write_text(text)
         return root
     (tmp / "reference_lm.py").write_text(reference_single_file())
-    out = [Case("reference/lm (repo)", write_repo("reference_lm_repo", reference_repo_files()), None, "lm"),
-           Case("reference/lm (file)", tmp / "reference_lm.py", None, "lm")]
-    correct = ROOT / "tests" / "corpus" / "lm" / "correct"
+    out = [Case("reference/lm (repo)", write_repo("reference_lm_repo", reference_repo_files()), None, LM.name),
+           Case("reference/lm (file)", tmp / "reference_lm.py", None, LM.name)]
+    correct = ROOT / "tests" / "corpus" / LM.name / "correct"      # the corpus: a folder per assignment
     for p in sorted(correct.glob("*")) if correct.is_dir() else []:
         if p.suffix == ".py" or (p.is_dir() and (p / "tests" / "adapters.py").is_file()):
-            out.append(Case(f"corpus/lm/{p.name}", p, None, "lm"))
+            out.append(Case(f"corpus/lm/{p.name}", p, None, LM.name))
     reference = reference_repo_files()
     for m in LM_MUTANTS:
         files = mutant_repo_files(m)
         rel = lm_mutated_file(m)      # line numbers of the exported file (its docstring is replaced)
-        out.append(Case(m.id, write_repo(m.id, files), m.cause, "lm", changed_lines(reference[rel], files[rel]),
+        out.append(Case(m.id, write_repo(m.id, files), m.cause, m.assignment, changed_lines(reference[rel], files[rel]),
                         component=m.component.replace("_", "-"), bug_file=rel))
     return out
 
@@ -184,18 +185,18 @@ def table(rows, summary) -> str:
 @click.command()
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
 @click.option("--jobs", type=int, default=1, show_default=True)
-@click.option("--assignment", type=click.Choice(["reversal", "block", "lm"]), default=None)
+@click.option("--assignment", type=click.Choice(list(NAMES)), default=None)
 @click.option("--only", default=None, help="Only cases whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def selftest(quick, jobs, assignment, only, as_json):
     """Run the reference, the lesson's code and every mutant through `check`; print the confusion table."""
     with tempfile.TemporaryDirectory(prefix="mtxdiag-selftest-") as tmp:
         cases = correct_cases() + mutant_cases(Path(tmp), assignment)
-        if assignment == "lm":          # lm's mutants are a separate registry, checked as repositories
+        if assignment_of(assignment).is_repository:   # lm's mutants: a separate registry, checked as repositories
             cases = lm_cases(Path(tmp))
         elif assignment:
-            cases = [c for c in cases if c.assignment in (assignment, "auto") and
-                     (c.assignment != "auto" or assignment in c.name or "block" not in c.name)]
+            cases = [c for c in cases if c.assignment in (assignment, AUTO) and
+                     (c.assignment != AUTO or assignment in c.name or BLOCK.name not in c.name)]
         if only:
             cases = [c for c in cases if only in c.name]
 

@@ -10,11 +10,13 @@ The `lm` mutants are ``LM_MUTANTS`` (mutants/lm_registry.py), kept out of
 cover both.
 """
 from .export import MANIFEST_CSV, MANIFEST_JSON, SHUFFLE_SEED, ExportError, export_submissions, plan_export
+from harness.assignments import NAMES
+
 from .model import ASSIGNMENTS, Edit, EditError, Mutant, apply_edits, diff, reference_source, source
 from .lm_registry import LM, LM_MUTANTS, LmMutant, by_component, lm_get
 from .registry import BLOCK, MUTANTS, REVERSAL, by_assignment, by_cause, causes, get
 
-ALL_ASSIGNMENTS = ASSIGNMENTS + ("lm",)
+ALL_ASSIGNMENTS = NAMES
 ALL_MUTANTS = MUTANTS + LM_MUTANTS
 
 

@@ -15,6 +15,8 @@ import json
 import random
 from pathlib import Path
 
+from harness.assignments import assignment_of
+
 from . import lm_export
 from .model import Mutant, source
 
@@ -52,7 +54,7 @@ def _folder(name: str) -> str:
 def _manifest_rows(plan: list[tuple[str, Mutant]]) -> list[dict[str, str]]:
     rows = []
     for name, m in plan:
-        names = [name] + ([_folder(name) + "/"] if m.assignment == "lm" else [])
+        names = [name] + ([_folder(name) + "/"] if assignment_of(m.assignment).is_repository else [])
         rows += [{"file": n, "id": m.id, "cause": m.cause, "assignment": m.assignment,
                   "reference": m.reference} for n in names]
     return rows
@@ -67,17 +69,17 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
     directory = Path(directory)
     plan = plan_export(mutants)
     targets = [directory / name for name, _ in plan] + [directory / MANIFEST_JSON, directory / MANIFEST_CSV]
-    targets += [directory / _folder(name) for name, m in plan if m.assignment == "lm"]
+    targets += [directory / _folder(name) for name, m in plan if assignment_of(m.assignment).is_repository]
     existing = [p for p in targets if p.exists()]
     if existing and not force:
         shown = ", ".join(p.name for p in existing[:5]) + (" ..." if len(existing) > 5 else "")
         raise ExportError(
             f"{len(existing)} file(s) already exist in {directory} ({shown}); "
             "refusing to overwrite them (use --force to replace them)", existing)
-    texts = {name: (lm_export.mutant_single_file(m) if m.assignment == "lm" else _as_submission(source(m), m.assignment))
+    texts = {name: (lm_export.mutant_single_file(m) if assignment_of(m.assignment).is_repository else _as_submission(source(m), m.assignment))
              for name, m in plan}  # build all before writing
     for name, m in plan:
-        if m.assignment == "lm":
+        if assignment_of(m.assignment).is_repository:
             texts.update({f"{_folder(name)}/{path}": text for path, text in lm_export.mutant_repo_files(m).items()})
     rows = _manifest_rows(plan)
     buffer = io.StringIO()
@@ -103,7 +105,6 @@ def _as_submission(text: str, assignment: str) -> str:
     first = tree.body[0] if tree.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         lines = text.splitlines(keepends=True)
-        title = {"reversal": "A mini encoder-decoder transformer that learns to reverse digit sequences.",
-                 "block": "Self-attention and a transformer block with a causal flag."}.get(assignment, "")
+        title = assignment_of(assignment).title
         text = f'"""{title}"""\n' + "".join(lines[first.end_lineno:])
     return text

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from harness.assignments import LM as LM_ASSIGNMENT
 from harness.lm_table import NAMES, registry_name
 
 from .model import Edit, Mutant
@@ -34,7 +35,7 @@ class LmMutant(Mutant):
 
 
 def _m(id, cause, component, edits, summary, explanation, lesson, reference=LM) -> LmMutant:
-    return LmMutant(id=id, cause=cause, assignment="lm", reference=reference,
+    return LmMutant(id=id, cause=cause, assignment=LM_ASSIGNMENT.name, reference=reference,
                     edits=tuple(Edit(old, new) for old, new in edits), summary=summary,
                     explanation=explanation, lesson=lesson, component=component)
 

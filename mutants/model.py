@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-ASSIGNMENTS = ("reversal", "block")
+from harness.assignments import SINGLE_FILE
+
+ASSIGNMENTS = SINGLE_FILE     # the single-file assignments (harness/assignments.py); lm: lm_registry.py
 
 
 class EditError(ValueError):
@@ -33,7 +35,7 @@ class Mutant:
     id          stable kebab-case name, e.g. ``reversal-target-not-shifted``;
                 a second way of writing the same bug gets a ``-b`` suffix.
     cause       the cause id the diagnostic engine should report.
-    assignment  ``"reversal"`` or ``"block"``.
+    assignment  the name of a single-file assignment (harness/assignments.py).
     reference   the reference file, relative to the installed packages,
                 e.g. ``"reference_model/reversal.py"``.
     edits       exact replacements applied in order to the reference text.

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import difflib
 
+from harness.assignments import BLOCK as B
+from harness.assignments import REVERSAL as R
+
 from .model import Edit, Mutant
 
-REVERSAL = "reference_model/reversal.py"
-BLOCK = "reference_model/block.py"
+REVERSAL = f"reference_model/{R.reference}"
+BLOCK = f"reference_model/{B.reference}"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -25,7 +28,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-target-not-shifted",
         cause="target-not-shifted",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]",
@@ -48,7 +51,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-target-not-shifted-b",
         cause="target-not-shifted",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="logits, _ = model(src, tgt_in)",
@@ -71,7 +74,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-causal-mask-inverted",
         cause="causal-mask-inverted",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="causal = torch.tril(", new="causal = torch.triu("),
@@ -94,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-causal-mask-missing",
         cause="causal-mask-missing",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="return pad_m & causal", new="return pad_m"),
@@ -117,7 +120,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-missing-sqrt-dk",
         cause="missing-sqrt-dk",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="scores = Q @ K.transpose(-2, -1) / math.sqrt(self.d_k)",
@@ -140,7 +143,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-no-gradient-flow",
         cause="no-gradient-flow",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="memory = self.encode(src, src_mask)",
@@ -164,7 +167,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-no-gradient-flow-b",
         cause="no-gradient-flow",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -194,7 +197,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-learning-rate-too-low",
         cause="learning-rate-too-low",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="def train(model, steps=3000, batch_size=64, lr=1e-3,",
@@ -217,7 +220,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-learning-rate-too-low-b",
         cause="learning-rate-too-low",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="opt = torch.optim.Adam(model.parameters(), lr=lr,",
@@ -237,7 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-inf-mask-nan",
         cause="inf-mask-nan",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -265,7 +268,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-view-not-contiguous",
         cause="view-not-contiguous",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="(attn @ V).transpose(1, 2).contiguous().view(B, T_q, self.d_model)",
@@ -287,7 +290,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-cross-attention-swapped",
         cause="cross-attention-swapped",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="self.cross_attn(x, memory, memory, src_mask)",
@@ -312,7 +315,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-source-ignored",
         cause="source-ignored",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="x = self.n2(x + self.drop(c))",
@@ -335,7 +338,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-source-ignored-b",
         cause="source-ignored",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="self.cross_attn(x, memory, memory, src_mask)",
@@ -357,7 +360,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-positional-max-len",
         cause="positional-max-len",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="self.pos = PositionalEncoding(d_model, max_len, dropout)",
@@ -379,7 +382,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-stale-mask",
         cause="stale-mask",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="        self.d_model = d_model\n",
@@ -413,7 +416,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-no-warmup",
         cause="no-warmup",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -441,7 +444,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-no-warmup-b",
         cause="no-warmup",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="lambda s: min((s + 1) / warmup, 1.0)",
@@ -460,7 +463,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-softmax-wrong-dim",
         cause="softmax-wrong-dim",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="torch.softmax(scores, dim=-1)", new="torch.softmax(scores, dim=-2)"),
@@ -483,7 +486,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-softmax-wrong-dim-b",
         cause="softmax-wrong-dim",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="torch.softmax(scores, dim=-1)", new="torch.softmax(scores, dim=2)"),
@@ -503,7 +506,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-data-not-reversed",
         cause="data-not-reversed",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="tgt[i, 1:L + 1] = seq.flip(0)      # the reversal",
@@ -525,7 +528,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-positional-encoding-formula",
         cause="positional-encoding-formula",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -556,7 +559,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-positional-encoding-formula-b",
         cause="positional-encoding-formula",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="pe[:, 0::2] = torch.sin(pos * div)", new="pe[:, 0::2] = torch.cos(pos * div)"),
@@ -578,7 +581,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-positional-encoding-trainable",
         cause="positional-encoding-trainable",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -605,7 +608,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-missing-embedding-scale",
         cause="missing-embedding-scale",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -636,7 +639,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-bad-output-init",
         cause="bad-output-init",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="return self.generator(out), maps",
@@ -659,7 +662,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-bad-output-init-b",
         cause="bad-output-init",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -685,7 +688,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-missing-residual",
         cause="missing-residual",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="x = self.n1(x + self.drop(a))            # residual, then normalise",
@@ -708,7 +711,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-encoder-in-decode-loop",
         cause="encoder-in-decode-loop",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -740,7 +743,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-padding-mask-inverted",
         cause="padding-mask-inverted",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="return (x != pad).unsqueeze(1).unsqueeze(2)",
@@ -760,7 +763,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-pad-not-ignored",
         cause="pad-not-ignored",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(
@@ -787,7 +790,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-heads-split-wrong",
         cause="heads-split-wrong",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="return x.view(B, T, self.h, self.d_k).transpose(1, 2)",
@@ -807,7 +810,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-digits-exclusive-bound",
         cause="data-digits-missing",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="        seq = torch.randint(0, 10, (L,))\n",
@@ -826,7 +829,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="reversal-decode-stops-on-first-row",
         cause="decode-stops-early",
-        assignment="reversal",
+        assignment=R.name,
         reference=REVERSAL,
         edits=(
             Edit(old="        if (next_tok == EOS).all():\n",
@@ -848,7 +851,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-softmax-wrong-dim",
         cause="softmax-wrong-dim",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="weights = F.softmax(scores, dim=-1)", new="weights = F.softmax(scores, dim=-2)"),
@@ -867,7 +870,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-missing-sqrt-dk",
         cause="missing-sqrt-dk",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="scores = q @ k.transpose(-2, -1) / (self.d_head ** 0.5)",
@@ -888,7 +891,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-causal-mask-missing",
         cause="causal-mask-missing",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="x = self.norm1(x + self.attn(x, causal=causal))",
@@ -909,7 +912,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-causal-mask-inverted",
         cause="causal-mask-inverted",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="future = torch.triu(", new="future = torch.tril("),
@@ -931,7 +934,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-causal-diagonal-masked",
         cause="causal-diagonal-masked",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="device=x.device), diagonal=1)", new="device=x.device), diagonal=0)"),
@@ -949,7 +952,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-heads-split-wrong",
         cause="heads-split-wrong",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="out = out.transpose(0, 1).reshape(seq_len, d_model)",
@@ -969,7 +972,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-heads-split-wrong-b",
         cause="heads-split-wrong",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="q = q.view(seq_len, self.n_heads, self.d_head).transpose(0, 1)",
@@ -994,7 +997,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-missing-residual",
         cause="missing-residual",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="x = self.norm1(x + self.attn(x, causal=causal))",
@@ -1015,7 +1018,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="block-positional-encoding-formula",
         cause="positional-encoding-formula",
-        assignment="block",
+        assignment=B.name,
         reference=BLOCK,
         edits=(
             Edit(old="div_term = torch.exp(torch.arange(0, d_model, 2).float()",
@@ -1050,7 +1053,7 @@ def by_cause(cause: str, assignment: str | None = None) -> tuple[Mutant, ...]:
 
 
 def by_assignment(assignment: str) -> tuple[Mutant, ...]:
-    """Mutants of one assignment ("reversal" or "block"), in MUTANTS order."""
+    """Mutants of one single-file assignment (harness/assignments.py), in MUTANTS order."""
     return tuple(m for m in MUTANTS if m.assignment == assignment)
 
 

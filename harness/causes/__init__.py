@@ -15,6 +15,7 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                padding_mask_inverted, padding_mask_missing, positional_encoding_formula,
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
+from ..assignments import REPOSITORY
 from .base import Cause
 
 RULES = (
@@ -41,6 +42,7 @@ def _first_per_id(causes) -> tuple:
     return tuple(out.values())
 
 
-CAUSES = _first_per_id(tuple(m.CAUSE for m in RULES if m.CAUSE.assignments != ("lm",)) + load_failures.CAUSES
+# the single-file assignments' causes first, then the repository assignment's (lm)
+CAUSES = _first_per_id(tuple(m.CAUSE for m in RULES if m.CAUSE.assignments != REPOSITORY) + load_failures.CAUSES
                        + tuple(m.CAUSE for m in RULES) + lm_component.CAUSES)
 BY_ID = {c.id: c for c in CAUSES}

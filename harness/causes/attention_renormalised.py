@@ -1,3 +1,4 @@
+from ..assignments import BLOCK, REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -13,12 +14,12 @@ CAUSE = Cause(
     fix="Multiply V by the output of the one masked softmax: attn = torch.softmax(scores.masked_fill(~mask, -1e9), "
         "dim=-1); out = attn @ V (dropout on attn is fine; a second softmax or normalisation is not).",
     lesson="Step 2: scores -> mask -> softmax -> weights @ V.",
-    assignments=("reversal", "block"),
+    assignments=(REVERSAL.name, BLOCK.name),
 )
 
 
 def diagnose(ev):
-    if ev.assignment == "block":
+    if ev.assignment == BLOCK.name:
         c = ev.failed("block-causal")
         if c and (c.get("data") or {}).get("kind") == "renormalised":
             return Finding(0.8, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -12,7 +13,7 @@ CAUSE = Cause(
     fix="Give the decoder layer two modules: self.self_attn = MultiHeadAttention(...) and "
         "self.cross_attn = MultiHeadAttention(...).",
     lesson="Step 6 'The decoder layer'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="the same module instance measured in both roles within one forward pass",
 )
 

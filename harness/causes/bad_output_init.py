@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="First-step loss far above 3.5 (e.g. 8.0).",
     fix="Leave the generator as nn.Linear(d_model, vocab) with the Xavier init; do not scale the logits.",
     lesson="Step 0 'If your first loss is 8.0, the output layer or the initialisation is wrong'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=('first loss >= 6.5 with the attention rows normal, and the output layer located as where the logits '
                'grow (unlocated: 0.6)'),
 )

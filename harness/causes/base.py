@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..assignments import SINGLE_FILE
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -18,7 +20,7 @@ class Cause:
     symptom: str
     fix: str
     lesson: str = ""
-    assignments: tuple = ("reversal", "block")
+    assignments: tuple = SINGLE_FILE   # names of harness/assignments.py
     mechanism: str = ""          # what must be observed, beyond the symptom, before the cause is named at >= 0.8
     severity: str = "problem"    # "info": reported, but the verdict stays clean (a contract deviation)
 

@@ -1,3 +1,4 @@
+from ..assignments import BLOCK, REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -14,7 +15,7 @@ CAUSE = Cause(
     fix="torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) as the blocked part (or torch.tril(ones) "
         "with diagonal=0 as the allowed part): a position sees itself and the past.",
     lesson="Exercise: 'position i can only attend to positions j <= i'.",
-    assignments=("block", "reversal"),
+    assignments=(BLOCK.name, REVERSAL.name),
 )
 
 

@@ -1,3 +1,4 @@
+from ..assignments import BLOCK
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -11,7 +12,7 @@ CAUSE = Cause(
     fix="Read the flag where the mask is built: `if causal:` around the masking, and pass the block's flag "
         "(the constructor's, or forward's when given) to the attention.",
     lesson="The exercise: a boolean causal flag.",
-    assignments=("block",),
+    assignments=(BLOCK.name,),
     mechanism="with the flag off, later outputs follow earlier tokens while earlier outputs are measured blind "
               "to later ones (the mask is applied regardless of the flag)",
 )

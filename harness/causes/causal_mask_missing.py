@@ -1,3 +1,4 @@
+from ..assignments import BLOCK
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -17,7 +18,7 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    if ev.assignment == "block":
+    if ev.assignment == BLOCK.name:
         c = ev.failed("block-causal")
         if c and (c.get("data") or {}).get("kind") == "missing":
             return Finding(0.9, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))

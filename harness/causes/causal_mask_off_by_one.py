@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -12,7 +13,7 @@ CAUSE = Cause(
               "none to keys further ahead.",
     fix="torch.tril(torch.ones(T, T, dtype=torch.bool)) (diagonal=0): a position sees itself and the past only.",
     lesson="Step 4 target_mask; debugging table, row 2.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

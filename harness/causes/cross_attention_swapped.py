@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import SHAPE_ERRORS, Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="A shape mismatch at the first forward pass; with equal lengths, a model that ignores the source.",
     fix="c, cross = self.cross_attn(x, memory, memory, src_mask).",
     lesson="Debugging table, row 7; Step 3 'The line self.cross_attn(x, memory, memory, src_mask)'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="the encoder output measured as the query (not key/value) of the decoder's cross-attention",
 )
 

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -13,7 +14,7 @@ CAUSE = Cause(
     fix="Sample the digits with an exclusive upper bound of 10: torch.randint(0, 10, (L,)) or "
         "np.random.randint(0, 10, size=L).",
     lesson="Step 0: sources are random digits 0-9.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

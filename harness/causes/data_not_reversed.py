@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="A bright main diagonal in the cross-attention map; outputs equal the inputs.",
     fix="tgt[i, 1:L + 1] = seq.flip(0).",
     lesson="Step 0; Step 7 'If you instead see a bright main diagonal'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="make_batch's targets measured to copy the source in order for >= 90% of samples",
 )
 

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -14,7 +15,7 @@ CAUSE = Cause(
     fix="Track which rows are finished (done |= next_token == EOS) and stop when done.all(); keep generating "
         "(and ignore the output of) rows that have ended.",
     lesson="Step 5 greedy_decode.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

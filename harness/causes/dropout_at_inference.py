@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import RANDOM_FORWARD_UNRELIABLE as COMPARISONS
 from .base import Cause, Finding, say
 
@@ -13,7 +14,7 @@ CAUSE = Cause(
     fix="Use an nn.Dropout module (it follows model.train()/model.eval()), or pass training=self.training to "
         "F.dropout.",
     lesson="Step 2/3: nn.Dropout modules; greedy_decode calls model.eval().",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

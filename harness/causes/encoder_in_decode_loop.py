@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="Generation much slower than needed; the encoder runs once per generated token.",
     fix="memory = model.encode(src, src_mask) once, before the loop.",
     lesson="Step 6 'The encoder runs once, outside the loop'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism='model.encode counted: called more than once per greedy_decode',
 )
 

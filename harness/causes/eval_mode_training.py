@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -12,7 +13,7 @@ CAUSE = Cause(
               "False.",
     fix="Call model.train() at the start of every training step (or right after each evaluation).",
     lesson="Step 5 training loop; greedy_decode switches to eval.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

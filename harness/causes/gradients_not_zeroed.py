@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -13,7 +14,7 @@ CAUSE = Cause(
     fix="Call optimizer.zero_grad() (set_to_none=True by default) at the start of every step, before "
         "loss.backward().",
     lesson="Step 5 training loop: zero_grad, backward, clip, step.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

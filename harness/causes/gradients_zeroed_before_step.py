@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -11,7 +12,7 @@ CAUSE = Cause(
               "backward pass produced a non-zero gradient.",
     fix="Order each step as zero_grad(), forward, loss.backward(), (clip), optimizer.step().",
     lesson="Step 5 training loop.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

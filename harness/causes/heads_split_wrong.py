@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -16,7 +17,7 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    c = ev.failed("heads-permutation" if ev.assignment == "reversal" else "block-permutation")
+    c = ev.failed("heads-permutation" if ev.assignment == REVERSAL.name else "block-permutation")
     if not c or ev.failed("attn-rows-sum") or ev.failed("block-rows-sum"):
         return None
     # the view that splits heads without the transpose, found in the trace, is the mechanism

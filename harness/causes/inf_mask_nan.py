@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="NaN after a few hundred steps, or as soon as a batch contains a fully padded row.",
     fix="Use a large finite negative number such as -1e9 (a fully masked row then becomes uniform, harmless).",
     lesson="Debugging table, row 5; Step 2 '-1e9 rather than float(\"-inf\")'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=('the NaN traced to a softmax row whose every key is -inf, in an ordinary padded batch (only an all-'
                'PAD row: below 0.5)'),
 )

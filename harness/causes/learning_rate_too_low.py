@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     fix="Use Adam with lr=1e-3 (peak after warmup); check the lr your scheduler actually gives with "
         "sched.get_last_lr().",
     lesson="Debugging table, row 4.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=("the learning rate read from the student's optimizer during their train(): peak < 5e-5, with the "
                'scheduler stepped'),
 )

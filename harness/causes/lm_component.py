@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER, COMPONENTS
 from .base import Cause, Finding, say
 from .load_failures import FORWARD, MISSING_MODULE
 
-LM = ("lm",)
+LM = (LM_ASSIGNMENT.name,)
 
 MISMATCH = Cause(
     "component-mismatch", "A component's output differs from the reference",

@@ -9,10 +9,11 @@ mechanism (the isolation run) both measured. Without a located piece it is the m
 """
 from __future__ import annotations
 
+from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER
 from .base import Cause, Finding, say
 
-LM = ("lm",)
+LM = (LM_ASSIGNMENT.name,)
 CHECK = "lm-training"
 TRAINING = Cause(
     "training-fails", "Your LM does not train like the reference on the same data",

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="Printed examples do not read as SOS, the reversed digits, EOS, then PAD.",
     fix="Follow Step 0: src[i, :L] = seq; tgt[i, 0] = SOS; tgt[i, 1:L + 1] = seq.flip(0); tgt[i, L + 1] = EOS.",
     lesson="Step 0; build-order table 'Data generation'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=("make_batch's targets measured against SOS + reversed source + EOS, sample by sample (not a plain "
                'copy)'),
 )

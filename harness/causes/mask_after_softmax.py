@@ -1,3 +1,4 @@
+from ..assignments import BLOCK, REVERSAL
 from .base import Cause, Finding, over_another_axis, say
 
 CAUSE = Cause(
@@ -13,12 +14,12 @@ CAUSE = Cause(
               "weights that multiply V give later keys weight 0 yet their rows do not sum to 1.",
     fix="Mask the scores before the softmax: scores.masked_fill(~mask, -1e9), then torch.softmax(scores, dim=-1).",
     lesson="Step 2: masked_fill on the scores, then softmax.",
-    assignments=("reversal", "block"),
+    assignments=(REVERSAL.name, BLOCK.name),
 )
 
 
 def diagnose(ev):
-    if ev.assignment == "block":
+    if ev.assignment == BLOCK.name:
         c = ev.failed("block-causal")
         if c and (c.get("data") or {}).get("kind") == "after-softmax":
             return Finding(0.85, [say(c)], c.get("location"), explains=("block-causal", "block-lm"))

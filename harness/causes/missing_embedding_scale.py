@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="Token-to-position scale ratio 1 instead of 8 (d_model = 64).",
     fix="x = self.pos(self.src_emb(src) * math.sqrt(self.d_model)) (and the same for the target).",
     lesson="Step 4 'The * math.sqrt(self.d_model) on the embeddings'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="the embedding's output reaches the positional encoding multiplied by 1: no sqrt(d_model) (or "
               "other) scale between the lookup and the added table",
 )

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -16,7 +17,7 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    ids = ("residual-enc", "residual-dec") if ev.assignment == "reversal" else ("block-residual",)
+    ids = ("residual-enc", "residual-dec") if ev.assignment == REVERSAL.name else ("block-residual",)
     bad = [ev.failed(i) for i in ids if ev.failed(i)]
     if not bad:
         return None

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -16,11 +17,11 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    c = ev.failed("attn-saturation" if ev.assignment == "reversal" else "block-saturation")
+    c = ev.failed("attn-saturation" if ev.assignment == REVERSAL.name else "block-saturation")
     if not c or ev.failed("attn-rows-sum") or ev.failed("block-rows-sum"):
         return None
     scale = (c.get("data") or {}).get("scale")
-    if ev.assignment == "reversal" and scale:
+    if ev.assignment == REVERSAL.name and scale:
         # measured directly: the scores' spread against d_k with the same projections (the mechanism)
         if scale.get("ratio", 0) <= 2.0:
             return None          # the scores are scaled: the saturation comes from elsewhere

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="grad_norm 0 for the encoder (or the whole model); loss stuck near ln V.",
     fix="Remove the .detach() / torch.no_grad() from the training path (keep no_grad only in greedy_decode).",
     lesson="Debugging table, row 4.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=('a .detach(), torch.no_grad() or .data seen on the path of the parameters without gradient; without '
                'one, below 0.5'),
 )

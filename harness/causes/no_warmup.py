@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="lr at step 1 equals the peak (lesson: 2.5e-06 at step 1, 1e-3 from step 400).",
     fix="LambdaLR(opt, lambda s: min((s + 1) / warmup, 1.0)) and sched.step() after every opt.step().",
     lesson="Debugging table, last row.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=("the learning rate read from the student's optimizer at the first step is already > 20% of its peak "
                '(RAdam exempt)'),
 )

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -12,7 +13,7 @@ CAUSE = Cause(
               "param group of the optimizer that steps.",
     fix="Build the optimizer over model.parameters() (or param groups that together cover every parameter).",
     lesson="Step 5: Adam(model.parameters(), ...).",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

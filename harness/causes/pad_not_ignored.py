@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="Loss looks better than the model is; gradient comes from PAD positions.",
     fix="F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD).",
     lesson="Step 5 train() 'ignore_index=PAD'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="the student's loss measured to change when the logits at PAD labels change",
 )
 

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, padding_finding
 
 CAUSE = Cause(
@@ -12,7 +13,7 @@ CAUSE = Cause(
     mechanism="In the padded batch, the attention weights that multiply V give the real queries' weight to PAD keys "
               "(over 99%) and almost none to the real tokens.",
     lesson="Step 4 padding_mask; Step 2 masked_fill.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, padding_finding
 
 CAUSE = Cause(
@@ -14,7 +15,7 @@ CAUSE = Cause(
         "self-attention and cross-attention), and combine it with the causal mask in the decoder: "
         "scores.masked_fill(~mask, -1e9) before the softmax.",
     lesson="Step 4 padding_mask; Step 2 masked_fill.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

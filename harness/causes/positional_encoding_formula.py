@@ -1,3 +1,4 @@
+from ..assignments import BLOCK
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -20,6 +21,6 @@ def diagnose(ev):
     c = ev.failed("pe-formula")
     if not c or (c.get("data") or {}).get("kind") in ("indexing", "overwritten"):
         return None          # the right rows at the wrong positions: not the formula (the catch-all says where)
-    if ev.assignment == "block":
+    if ev.assignment == BLOCK.name:
         return Finding(0.9, [say(c)], c.get("location"), explains=("pe-relative",))
     return Finding(0.9, [say(c)], c.get("location"))

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -9,7 +10,7 @@ CAUSE = Cause(
     symptom="Parameter count above the lesson's 235,981; the table drifts during training.",
     fix="self.register_buffer('pe', pe.unsqueeze(0)).",
     lesson="Step 1 'register_buffer rather than nn.Parameter'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism='a trainable Parameter measured in the positional encoding module, with its line',
 )
 

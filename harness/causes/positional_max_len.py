@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -10,7 +11,7 @@ CAUSE = Cause(
     fix="Build PositionalEncoding(d_model, max_len) with the model's max_len (64 here, or more than the longest "
         "sequence you will feed).",
     lesson="Debugging table, row 8.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="the first failing length is the positional table's length, while shorter inputs run",
 )
 

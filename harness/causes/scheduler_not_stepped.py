@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -11,7 +12,7 @@ CAUSE = Cause(
     mechanism="At every optimizer step of the student's train(), the scheduler it holds has the same last_epoch.",
     fix="Call scheduler.step() right after optimizer.step(), once per step.",
     lesson="Step 5: the warmup schedule (LambdaLR) is stepped every step.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
 )
 
 

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, over_another_axis, say
 
 CAUSE = Cause(
@@ -17,11 +18,11 @@ CAUSE = Cause(
 
 
 def diagnose(ev):
-    c = ev.failed("attn-rows-sum" if ev.assignment == "reversal" else "block-rows-sum")
+    c = ev.failed("attn-rows-sum" if ev.assignment == REVERSAL.name else "block-rows-sum")
     if not c:
         return None
     conf = 0.95
-    if ev.assignment == "reversal":
+    if ev.assignment == REVERSAL.name:
         d = c.get("data") or {}
         ka = d.get("key_axis")
         if ka:

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -10,7 +11,7 @@ CAUSE = Cause(
             "cannot be memorised.",
     fix="In every DecoderLayer: c, cross = self.cross_attn(x, memory, memory, src_mask); x = norm(x + drop(c)).",
     lesson="Debugging table, row 7; Step 7 'uniform grey field'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=('the logits measured not to change when every source token changes (the encoder output reaches '
                'nothing); cross-attention wiring alone: 0.75'),
 )

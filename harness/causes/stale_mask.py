@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import SHAPE_ERRORS, Cause, Finding, say
 
 CAUSE = Cause(
@@ -10,7 +11,7 @@ CAUSE = Cause(
             "30'.",
     fix="Build masks from the actual tensors inside forward() on every call.",
     lesson="Debugging table, row 8: 'Build masks from the actual tensor shapes each step'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism=('attributes set on the model during forward and an output that depends on the batch seen before (a '
                'global cache without them: 0.6); or the decode mask built once for the first prefix'),
 )

@@ -1,3 +1,4 @@
+from ..assignments import REVERSAL
 from .base import Cause, Finding, say
 
 CAUSE = Cause(
@@ -8,7 +9,7 @@ CAUSE = Cause(
     symptom="Loss under 0.05 within ~200 steps; greedy generation emits one token forever.",
     fix="Feed tgt[:, :-1] to the model and use tgt[:, 1:] as the labels.",
     lesson="Debugging table, row 1; Step 5 'SHIFT RIGHT'.",
-    assignments=("reversal",),
+    assignments=(REVERSAL.name,),
     mechanism="in the student's train(), the labels fed to the loss equal the decoder input token for token (>= 90%)",
 )
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..assignments import BLOCK, REVERSAL
+from ..assignments import LM as LM_ASSIGNMENT
+
 from . import (attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch,
                decoding, embedding, lm_components, lm_properties, lm_train_brief, lm_training, model_wiring,
                overfit, padding, positional, properties, structure, training)
@@ -24,25 +27,25 @@ class Probe:
     side: bool = False  # trains: may run in a second process beside the others (child_side.py)
 
 
-R, B = ("reversal",), ("block",)
+R, B, LM = (REVERSAL.name,), (BLOCK.name,), (LM_ASSIGNMENT.name,)   # the assignments a probe belongs to
 
 # lm: the CS336 assignment-1 adapters, one probe per component in the assignment's build order
-LM_PROBES = (Probe("contract", lm_components.contract, ("lm",), "static"),) + tuple(
-    Probe(f"lm-{c}", lm_components.probe(c), ("lm",), "quick") for c in lm_components.CASES) + (
-    Probe("lm-cross-entropy", lm_components.diagnosed("cross-entropy", lm_training.cross_entropy), ("lm",), "quick"),
-    Probe("lm-adamw", lm_components.diagnosed("adamw", lm_training.adamw), ("lm",), "quick", side=True),
-    Probe("lm-lr-schedule", lm_components.diagnosed("lr-schedule", lm_training.lr_schedule), ("lm",), "quick",
+LM_PROBES = (Probe("contract", lm_components.contract, LM, "static"),) + tuple(
+    Probe(f"lm-{c}", lm_components.probe(c), LM, "quick") for c in lm_components.CASES) + (
+    Probe("lm-cross-entropy", lm_components.diagnosed("cross-entropy", lm_training.cross_entropy), LM, "quick"),
+    Probe("lm-adamw", lm_components.diagnosed("adamw", lm_training.adamw), LM, "quick", side=True),
+    Probe("lm-lr-schedule", lm_components.diagnosed("lr-schedule", lm_training.lr_schedule), LM, "quick",
           side=True),
     Probe("lm-gradient-clipping", lm_components.diagnosed("gradient-clipping", lm_training.gradient_clipping),
-          ("lm",), "quick"),
-    Probe("lm-get-batch", lm_components.diagnosed("get-batch", lm_training.get_batch), ("lm",), "quick"),
+          LM, "quick"),
+    Probe("lm-get-batch", lm_components.diagnosed("get-batch", lm_training.get_batch), LM, "quick"),
     # properties every correct implementation has: they say how a failing component is wrong
-    Probe("lm-rope-properties", lm_properties.rope, ("lm",), "quick"),
-    Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, ("lm",), "quick"),
-    Probe("lm-softmax-properties", lm_properties.softmax, ("lm",), "quick"),
-    Probe("lm-causal", lm_properties.causal, ("lm",), "quick"),
+    Probe("lm-rope-properties", lm_properties.rope, LM, "quick"),
+    Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, LM, "quick"),
+    Probe("lm-softmax-properties", lm_properties.softmax, LM, "quick"),
+    Probe("lm-causal", lm_properties.causal, LM, "quick"),
     # full checks: the whole model trained briefly with the student's own training pieces
-    Probe("lm-training", lm_train_brief.brief_training, ("lm",), "train", side=True),
+    Probe("lm-training", lm_train_brief.brief_training, LM, "train", side=True),
 )
 
 PROBES = (

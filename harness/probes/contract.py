@@ -3,31 +3,28 @@ from __future__ import annotations
 
 import torch
 
+from ..assignments import assignment_of
 from ..checks import BY_ID
 from .base import check, rnd
 from .common import VOCAB, batch, eval_model
 
-REQUIRED = {"reversal": ("MiniTransformer",), "block": ("TransformerBlock",)}
-OPTIONAL = {
-    "reversal": ("make_batch", "PositionalEncoding", "MultiHeadAttention", "FeedForward", "EncoderLayer",
-                 "DecoderLayer", "padding_mask", "target_mask", "train", "greedy_decode"),
-    "block": ("MultiHeadAttention", "positional_encoding"),
-}
 # The lesson's parameter table, at the defaults.
 LESSON_PARAMS = {"embeddings": 1664, "encoder": 99968, "decoder": 133504, "generator": 845, "total": 235981}
 
 
 def names(ctx):
-    missing = [n for n in REQUIRED[ctx.assignment] if not ctx.has(n)]
-    absent = [n for n in OPTIONAL[ctx.assignment] if not ctx.has(n)]
+    """The contract: the assignment's required and optional names (harness/assignments.py)."""
+    required, optional = assignment_of(ctx.assignment).required, assignment_of(ctx.assignment).optional
+    missing = [n for n in required if not ctx.has(n)]
+    absent = [n for n in optional if not ctx.has(n)]
     if missing:
         return [check("contract", "fail", {"missing": missing, "absent_optional": absent},
-                      f"defines {', '.join(REQUIRED[ctx.assignment])}",
+                      f"defines {', '.join(required)}",
                       f"required name(s) {', '.join(missing)} not defined at the top level of the file")]
     detail = "all contract names defined" if not absent else \
         f"optional names absent (their checks are skipped): {', '.join(absent)}"
     return [check("contract", "pass", {"missing": [], "absent_optional": absent},
-                  f"defines {', '.join(REQUIRED[ctx.assignment])}", detail)]
+                  f"defines {', '.join(required)}", detail)]
 
 
 def shapes(ctx):

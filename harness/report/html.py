@@ -23,13 +23,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..assignments import NAMES as ASSIGNMENTS
+
 from . import figures as F
 from .intro import INTRO
 from . import lm_sections
+from . import sections as S
 from .lm_checklist import html_rows
 from .terminal import source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
-from .text import as_dict, reference_run_text
+from .text import as_dict
 from .text import trunc as _str
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -83,49 +86,19 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
 LOAD_FAILURES = {"syntax-error", "definition-error", "missing-module", "unreadable-file", "exit-during-load",
                  "missing-name", "timeout", "memory-limit", "crashed", "grader-fault"}
 
-# section id, title, artifact keys, assignments it belongs to, probe/check ids that produce it, train-only
-SECTIONS = [
-    ("cross-attention", "Cross-attention after brief training", ("cross_attention",), ("reversal",),
-     ("cross-attn-pattern", "brief-training"), True),
-    ("training", "Training curves", ("training",), ("reversal",), ("brief-training",), True),
-    ("lr-schedule", "Learning-rate schedule of your train()", ("trace",), ("reversal",),
-     ("lr-schedule", "train-trace"), False),
-    ("positional", "Positional encoding", ("pe_table",), ("reversal", "block"), ("pe-formula", "pe"), False),
-    ("causal", "Causal structure", ("dependency", "target_mask"), ("reversal", "block"),
-     ("causal-leak", "target-mask"), False),
-    ("rowmax", "Attention at initialisation", ("attn_rowmax_init",), ("reversal", "block"),
-     ("attn-saturation",), False),
-    ("overfit", "Overfitting one batch", ("overfit",), ("reversal",), ("overfit",), False),
-    ("block-weights", "Self-attention of your TransformerBlock", ("block_weights",), ("block",),
-     ("block-weights", "block-causal"), False),
-]
-
-
+# the picture sections: report/sections.py (a Section each, with its draw function and assignments)
+SECTIONS = S.PICTURES
 # which section shows the evidence of a check (for 'see also' links from a diagnosis)
-CHECK_SECTION = {"cross-attn-pattern": "cross-attention", "decode-accuracy": "cross-attention",
-                 "brief-training": "training", "lr-schedule": "lr-schedule", "pe-formula": "positional",
-                 "causal-leak": "causal", "attn-saturation": "rowmax", "overfit": "overfit",
-                 "param-count": "parameters", "block-weights": "block-weights", "block-causal": "block-weights",
-                 "block-saturation": "block-weights", "block-rows-sum": "block-weights"} | lm_sections.CHECK_SECTION
-
-
-def _checks(result) -> list[dict]:
-    return [c for c in result.get("checks") or [] if isinstance(c, dict)]
-
-
-def _by_id(result) -> dict:
-    out: dict[object, dict] = {}
-    for c in _checks(result):
-        out.setdefault(c.get("id"), c)
-    return out
+CHECK_SECTION = S.CHECK_SECTION
+_checks, _by_id = S.checks, S.by_id
 
 
 NOT_FOR_ASSIGNMENT = "Not measured: no probe produces this for this assignment."
 
 
-def absent_reason(result: dict, section: tuple) -> str:
+def absent_reason(result: dict, section: S.Section) -> str:
     """One sentence: why this picture is not in the report."""
-    sid, title, keys, _assign, producers, train_only = section
+    producers = section.producers
     err = result.get("error")
     if isinstance(err, dict) and (err.get("kind") or err.get("reason")):
         return f"Not measured: the check stopped early ({_str(err.get('reason') or err.get('kind'), 300)})."
@@ -138,7 +111,7 @@ def absent_reason(result: dict, section: tuple) -> str:
     contract = by_id.get("contract")
     if contract and contract.get("status") == "fail":
         return "Not measured: required names are missing (see the diagnosis above), so the probes did not run."
-    if train_only and result.get("quick"):
+    if section.train_only and result.get("quick"):
         return ("Not measured: this was a --quick check, which skips the training probes. Run "
                 "`mtxdiag check FILE` without --quick to see it.")
     for pid in producers:
@@ -156,54 +129,6 @@ def absent_reason(result: dict, section: tuple) -> str:
     return NOT_FOR_ASSIGNMENT
 
 
-def _section_figures(sid: str, art: dict, result: dict):
-    if sid == "cross-attention":
-        return F.cross_attention(art["cross_attention"])
-    if sid == "training":
-        ref = as_dict(result.get("reference"))
-        return [F.training(art["training"], ref.get("training") if isinstance(ref.get("training"), dict) else None)]
-    if sid == "lr-schedule":
-        return [F.lr_trace(art["trace"])]
-    if sid == "positional":
-        return [F.pe(art["pe_table"], art.get("pe_diff"))]
-    if sid == "causal":
-        return [F.causal(art.get("dependency"), art.get("target_mask"))]
-    if sid == "rowmax":
-        return [F.rowmax(art["attn_rowmax_init"])]
-    if sid == "overfit":
-        return [F.overfit(art["overfit"])]
-    if sid == "block-weights":
-        return [F.block_weights(art["block_weights"])]
-    return []
-
-
-def _cross_text(result: dict, art: dict) -> dict:
-    """The numbers under the cross-attention maps: the pattern check and per-layer, per-head masses."""
-    out: dict[str, Any] = {"summary": None, "rows": []}
-    c = as_dict(_by_id(result).get("cross-attn-pattern"))
-    m = c.get("measured")
-    if isinstance(m, dict) and isinstance(m.get("anti_diagonal"), (int, float)):
-        out["summary"] = {"anti": fmt_num(float(m["anti_diagonal"])),
-                          "diag": fmt_num(float(m["diagonal"])) if isinstance(m.get("diagonal"), (int, float)) else "—",
-                          "kind": _str(m.get("kind"), 40) or "—", "detail": _str(c.get("detail"), 300),
-                          "expected": _str(c.get("expected"), 200)}
-    ca = art.get("cross_attention")
-    layers = ca.get("layers") if isinstance(ca, dict) else None
-    for i, layer in enumerate(layers[:F.MAX_LAYERS] if isinstance(layers, list) else []):
-        if not isinstance(layer, dict):
-            continue
-        anti = [F._num(a) for a in layer.get("anti") or []][:F.MAX_HEADS] if isinstance(layer.get("anti"), list) else []
-        diag = [F._num(a) for a in layer.get("diag") or []][:F.MAX_HEADS] if isinstance(layer.get("diag"), list) else []
-        fin = [a for a in anti if math.isfinite(a)]
-        out["rows"].append({"layer": i + 1, "anti": [F._fmt(a) for a in anti], "diag": [F._fmt(d) for d in diag],
-                            "mean": F._fmt(sum(fin) / len(fin)) if fin else "n/a"})
-    if out["summary"] is None and out["rows"]:
-        best = max(out["rows"], key=lambda r: float(r["mean"]) if r["mean"] != "n/a" else -1)
-        out["summary"] = {"anti": best["mean"], "diag": "—", "kind": "—",
-                          "detail": f"layer {best['layer']}, mean over heads", "expected": ""}
-    return out
-
-
 def build_sections(result: dict, timings: dict, not_measured: list | None = None) -> list[dict]:
     """The picture sections in order; titles of pictures no probe of this assignment makes go to not_measured."""
     not_measured = [] if not_measured is None else not_measured
@@ -211,33 +136,29 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
     assignment = result.get("assignment")
     out = []
     for sec in SECTIONS:
-        sid, title, keys, assign, producers, train_only = sec
-        present = any(art.get(k) is not None for k in keys)
-        if not present and assignment in ("reversal", "block", "lm") and assignment not in assign:
-            continue    # a picture of the other assignment: leave it out
-        entry: dict[str, Any] = {"id": sid, "title": title, "intro": INTRO.get(sid, ""), "figures": [], "absent": None,
-                 "error": None, "note": None, "extra": None}
-        if sid == "training" and present and isinstance(art.get("training"), dict):
-            ref = result.get("reference")
-            if not (isinstance(ref, dict) and isinstance(ref.get("training"), dict)):
-                entry["note"] = "The reference's curves are not in this result, so yours are shown alone" + \
-                    reference_run_text() + "."
-        if sid == "cross-attention" and present:
-            entry["extra"] = _cross_text(result, art)
+        present = any(art.get(k) is not None for k in sec.artifacts)
+        if not present and assignment in ASSIGNMENTS and assignment not in sec.assignments:
+            continue    # a picture of another assignment: leave it out
+        entry: dict[str, Any] = {"id": sec.id, "title": sec.title, "intro": INTRO.get(sec.id, ""), "figures": [],
+                                 "absent": None, "error": None, "note": None, "extra": None}
+        if present and sec.note is not None:
+            entry["note"] = sec.note(result, art)
+        if present and sec.extra is not None:
+            entry["extra"] = sec.extra(result, art)
         if not present:
             entry["absent"] = absent_reason(result, sec)
             if entry["absent"] == NOT_FOR_ASSIGNMENT:
-                not_measured.append(title)   # listed in one line, not as an empty section
+                not_measured.append(sec.title)   # listed in one line, not as an empty section
                 continue
         else:
             t = time.perf_counter()
             try:
-                entry["figures"] = _section_figures(sid, art, result)
+                entry["figures"] = sec.draw(art, result)
             except F.FigureError as e:
                 entry["error"] = f"This picture could not be drawn: {e}."
             except Exception as e:  # a bug here must not cost the student the rest of the report
                 entry["error"] = f"This picture could not be drawn ({type(e).__name__}: {_str(e, 200)})."
-            timings[f"figure:{sid}"] = round(time.perf_counter() - t, 4)
+            timings[f"figure:{sec.id}"] = round(time.perf_counter() - t, 4)
         out.append(entry)
     return out + lm_sections.sections(result, timings, _str)     # [] unless the assignment is lm
 
@@ -245,8 +166,7 @@ def build_sections(result: dict, timings: dict, not_measured: list | None = None
 def param_table(result: dict) -> dict:
     c = _by_id(result).get("param-count")
     if c is None:
-        sec = ("parameters", "", (), (), ("param-count",), False)
-        return {"absent": absent_reason(result, sec), "rows": []}
+        return {"absent": absent_reason(result, S.PARAMETERS), "rows": []}
     m = as_dict(c.get("measured"))
     lesson = (c.get("data") or {}).get("lesson") if isinstance(c.get("data"), dict) else None
     lesson = lesson if isinstance(lesson, dict) else {}
@@ -330,7 +250,7 @@ def diagnoses(result: dict, source_path) -> list[dict]:
     return out
 
 
-SECTION_TITLES = {s[0]: s[1] for s in SECTIONS} | {"parameters": "Parameter count"} | lm_sections.TITLES
+SECTION_TITLES = S.TITLES
 
 
 def context(result: object, source_path=None, timings: dict | None = None) -> dict:

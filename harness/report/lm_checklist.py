@@ -1,6 +1,7 @@
 """The `lm` report's component checklist, in the assignment's build order (terminal and HTML share it)."""
 from __future__ import annotations
 
+from ..assignments import assignment_of
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
 from .text import as_dict
@@ -73,7 +74,7 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
 
 def html_rows(result: dict, trunc) -> list[dict]:
     """The `lm` checklist rows for the HTML report (build order, a badge class per state); [] otherwise."""
-    if result.get("assignment") != "lm":
+    if not assignment_of(result.get("assignment")).per_component:
         return []
     badge = {"pass": "s-pass", "fail": "s-fail", "error": "s-error"}
     return [dict(r, mark=MARK[r["state"]], badge=badge.get(r["state"], "s-skip"),

@@ -10,18 +10,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import lm_figures as LF
+from ..assignments import assignment_of
 from .figure_common import FigureError
 from .lm_checklist import rows
+from .sections import COMPONENT_PICTURES
 from .text import as_dict
 
-# section id, title, artifact key, component, drawing function
-SECTIONS = [
-    ("lm-rope", "RoPE: scores against the relative position", "lm_rope_scores", "rope", LF.rope_relative),
-    ("lm-causal", "Causal structure of your language model", "lm_dependency", "lm", LF.lm_causal),
-    ("lm-schedule", "Learning-rate schedule", "lm_lr_schedule", "lr-schedule", LF.lr_schedule),
-    ("lm-training", "Brief training: your loss beside the reference's", "lm_training", "lm", LF.training_curve),
-]
+# the sections (id, title, artifact, component, draw function): report/sections.py
+SECTIONS = COMPONENT_PICTURES
 
 INTRO = {
     "lm-rope": "One fixed query q and key k, both rotated by your run_rope at 32 shuffled positions (d_k 16, "
@@ -42,10 +38,6 @@ INTRO = {
                    "A full check only.",
 }
 
-CHECK_SECTION = {"lm-rope-relative": "lm-rope", "lm-rope-identity-at-0": "lm-rope", "lm-rope-norm": "lm-rope",
-                 "lm-rope": "lm-rope", "lm-lm-causal": "lm-causal", "lm-lr-schedule": "lm-schedule",
-                 "lm-training": "lm-training"}
-TITLES = {sid: title for sid, title, *_ in SECTIONS}
 
 
 def absent(result: dict, art, comp: str, adapter_rows: dict, trunc) -> str:
@@ -69,25 +61,28 @@ def absent(result: dict, art, comp: str, adapter_rows: dict, trunc) -> str:
 
 
 def sections(result: dict, timings: dict, trunc) -> list[dict]:
-    if result.get("assignment") != "lm":
+    assignment = result.get("assignment")
+    if not assignment_of(assignment).per_component:
         return []
     arts = as_dict(result.get("artifacts"))
     adapter_rows = {r["component"]: r for r in rows(result)}
     out = []
-    for sid, title, key, comp, draw in SECTIONS:
-        art = arts.get(key)
-        entry: dict[str, Any] = {"id": sid, "title": title, "intro": INTRO[sid], "figures": [], "absent": None, "error": None,
-                 "note": None, "extra": None}
+    for sec in SECTIONS:
+        if assignment not in sec.assignments:
+            continue
+        art = arts.get(sec.artifacts[0])
+        entry: dict[str, Any] = {"id": sec.id, "title": sec.title, "intro": INTRO[sec.id], "figures": [],
+                                 "absent": None, "error": None, "note": None, "extra": None}
         if art is None or (isinstance(art, dict) and art.get("skipped")):
-            entry["absent"] = absent(result, art, comp, adapter_rows, trunc)
+            entry["absent"] = absent(result, art, sec.component, adapter_rows, trunc)
         else:
             t = time.perf_counter()
             try:
-                entry["figures"] = [draw(art)]
+                entry["figures"] = sec.draw(arts, result)
             except FigureError as e:
                 entry["error"] = f"This picture could not be drawn: {e}."
             except Exception as e:  # a bug here must not cost the student the rest of the report
                 entry["error"] = f"This picture could not be drawn ({type(e).__name__}: {trunc(e, 200)})."
-            timings[f"figure:{sid}"] = round(time.perf_counter() - t, 4)
+            timings[f"figure:{sec.id}"] = round(time.perf_counter() - t, 4)
         out.append(entry)
     return out

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from ..assignments import assignment_of
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
 from .text import as_dict
 
@@ -327,7 +328,7 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
         rest = ", ".join(clean(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes
         lines.append("  " + _short(f"+ {more} more: {rest}" + (" …" if more > 6 else ""), width - 2))
-    if result.get("assignment") == "lm" and checks:     # the component checklist, in build order
+    if assignment_of(result.get("assignment")).per_component and checks:   # the component checklist, build order
         from .lm_checklist import terminal_lines
         lines.extend(terminal_lines(result, width, st))
     counts: dict[object, int] = {}    # by status, as the result spells it
