@@ -145,6 +145,16 @@ def diagnose_component(component: str, student_fn) -> dict:
     return lm_decide.decide(valid)
 
 
+def first_failing(adapters: dict, components=COMPONENTS) -> tuple[str | None, dict]:
+    """The first component in build order that does not pass, and its diagnosis ((None, {}) when all pass):
+    where the bug starts, without diagnosing what is built on it."""
+    for c in components:
+        d = diagnose_component(c, adapters.get(ADAPTER[c]))
+        if d["status"] == "fail":
+            return c, d
+    return None, {}
+
+
 def diagnose_adapters(adapters: dict, components=COMPONENTS) -> dict:
     """Every component's diagnosis and the first failing one in build order (where the bug starts).
 
