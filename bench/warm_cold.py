@@ -6,7 +6,7 @@ Every entry of the chosen manifests (main: tests/corpus/{reversal,block}; blind:
 lm: tests/corpus/lm, files and repositories) is checked twice through harness.api.check_file, seed 0: cold
 (a new sandboxed interpreter) and warm (a fork of one warm worker that has already run every earlier entry,
 so whatever one student's run could leave behind is there for the next). The two results are compared whole
-but for timings (tests/compare_results.py `comparable`: every check's status, measurements and data, every
+but for timings and the clock times a student's program prints (tests/compare_results.py `comparable`: every check's status, measurements and data, every
 diagnosis with its confidence and location). Prints each difference and writes bench/results/warm_cold.json.
 Exit status 1 when any result differs.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,18 @@ def entries(sets: list[str]) -> list[dict]:
     return out
 
 
+# A student's program may print the time of day (a logging format): two runs printing different clock times
+# are the same run. Only the printed output is normalised so; everything the grader measured is compared as is.
+_CLOCK = re.compile(r"\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b")
+
+
+def _same_clock(result: dict) -> dict:
+    for key in ("stdout", "stderr"):
+        if isinstance(result.get(key), str):
+            result[key] = _CLOCK.sub("<time>", result[key])
+    return result
+
+
 def _differences(a, b, where="") -> list[str]:
     """Paths at which two comparable results differ (the first few)."""
     if type(a) is not type(b):
@@ -76,7 +89,7 @@ def main(argv=None) -> int:
             kw = dict(assignment=e["assignment"], seed=0, quick=not a.full)
             cold = check_file(e["path"], limits=Limits(timeout_s=a.timeout), **kw)
             hot = check_file(e["path"], limits=Limits(timeout_s=a.timeout, warm=True), **kw)
-            diff = _differences(comparable(cold), comparable(hot))
+            diff = _differences(_same_clock(comparable(cold)), _same_clock(comparable(hot)))
             name = str(e["path"].relative_to(CORPUS))
             rows.append({"set": e["set"], "entry": name, "verdict": cold["verdict"], "same": not diff,
                          "differences": diff})
