@@ -8,14 +8,14 @@ from __future__ import annotations
 import torch
 
 from ..checks import BY_ID, bound
-from ..intercept import Recorder, attention_weights, softmax_dim
+from ..intercept import attention_weights, softmax_dim, watch
 from . import locate, mechanism, trace
 from .base import check, manual_seed, rnd
 from .common import batch, eval_model, kwargs_for
 
 
 def _record_forward(ctx, model, src, tgt_in):
-    rec = Recorder(ctx.source.code_path, keep_outputs=("softmax", "sdpa", "matmul", "triu", "tril"))
+    rec = watch(ctx.source.code_path, keep_outputs=("softmax", "sdpa", "matmul", "triu", "tril"))
     with torch.no_grad(), rec:
         ctx.forward(model, src, tgt_in)
     return rec
@@ -147,7 +147,7 @@ def head_permutation(ctx):
     a = a[0] if isinstance(a, (tuple, list)) else a
     b = b[0] if isinstance(b, (tuple, list)) else b
     err = float((a[:, perm] - b).abs().max())
-    rec = Recorder(ctx.source.code_path)
+    rec = watch(ctx.source.code_path)
     with torch.no_grad(), rec:
         mha(x, x, x)
     # The view/reshape that splits or merges heads without moving the head axis.
