@@ -122,7 +122,7 @@ class Recorder(TorchFunctionMode):
         self.ops: list[Op] = []
         self.producer: dict[int, int] = {}       # identity: id(tensor) -> index of the op that made (or wrote) it
         self.keep: list = []                     # identity: every tensor and frame seen, alive: ids stay unique
-        self.failed = None                       # (op, its inputs' producers, their shapes, stack): the first raise
+        self.failed: tuple | None = None         # (op, its inputs' producers, their shapes, stack): the first raise
         self.numbers: list = []                  # for a line tracer beside it (lm_divergence.record(numbers=))
         self.stopped = False
 
