@@ -119,3 +119,15 @@ def test_walk_counts_only_the_files_given_and_shows_their_names():
     frames = walk({HERE: "shown.py"}, 3, sys._getframe())
     assert frames[0].file == "shown.py" and frames[0].line == sys._getframe().f_lineno - 1
     assert all(f.file == "shown.py" for f in frames)
+
+
+def test_the_probes_caller_line_is_the_innermost_line_of_the_students_file():
+    from types import SimpleNamespace
+
+    from harness.probes.base import caller_line
+    ctx = SimpleNamespace(source=SimpleNamespace(code_path=HERE))
+
+    def student():
+        return caller_line(ctx)
+    assert student() == _line(student, 1)
+    assert caller_line(SimpleNamespace(source=SimpleNamespace(code_path="/elsewhere.py"))) is None
