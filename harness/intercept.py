@@ -1,20 +1,16 @@
-"""Watch the torch calls a student's code makes, with the student's file:line.
+"""Watch the torch calls a student's code makes, with the student's file:line (the recorder: recorder.py).
 
-A TorchFunctionMode sees every torch function and Tensor method call made
-while it is active, whoever makes it: the student's own `torch.softmax`,
-`scores.masked_fill(...)`, `F.scaled_dot_product_attention`, a loss module's
-inner `F.cross_entropy`. That gives the probes both evidence (the arguments,
-the output) and a location (the innermost frame in the student's file).
+`watch()` records the calls of the operations named in WATCHED (the student's own `torch.softmax`,
+`scores.masked_fill(...)`, `F.scaled_dot_product_attention`, a loss module's inner `F.cross_entropy`) with
+their arguments as given: the probes' evidence (the arguments, the output) and its location (the innermost
+frame in the student's file).
 """
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
-from typing import Any
-
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+
+from .recorder import Op, Recorder
 
 # name -> the callables that count as that operation
 WATCHED = {
@@ -33,74 +29,18 @@ WATCHED = {
                 torch.Tensor.__rpow__, torch.Tensor.sin, torch.Tensor.cos, torch.Tensor.exp),
 }
 _BY_FUNC = {f: name for name, fs in WATCHED.items() for f in fs}
+# Recorded even when no line of the student's file is on the stack (a loss module's, torch's own layers').
+UNPLACED = ("cross_entropy", "softmax", "sdpa")
 
 
-@dataclass
-class Call:
-    op: str
-    line: int | None          # innermost line in the student's file, if any
-    args: tuple
-    kwargs: dict
-    out: Any = None
-
-
-@dataclass
-class Recorder(TorchFunctionMode):
-    path: str
-    keep_outputs: tuple = ("softmax", "sdpa")
-    calls: list = field(default_factory=list)
-    limit: int = 20000
-    only: tuple | None = None      # record only these ops (the others pass straight through)
-
-    def __post_init__(self):
-        super().__init__()
-        self.stopped = False
-
-    def stop(self) -> bool:
-        """Leave torch's mode stack and record nothing more; True if it left. Every torch call pays for an
-        active mode (a Python call per op): once a probe has what it needs, this makes the rest of the run
-        cost what it costs without the recorder. Only from the top of the stack (a mode the student's code
-        entered since stays in force): if it is not on top it goes on recording and says False."""
-        if self.stopped:
-            return True
-        if torch.overrides._get_current_function_mode() is not self:
-            return False
-        torch.overrides._pop_mode()
-        self.stopped = True
-        return True
-
-    def resume(self) -> None:
-        """Back on top of the stack after stop(), recording again (its `with` then leaves as usual)."""
-        if self.stopped:
-            torch.overrides._push_mode(self)
-            self.stopped = False
-
-    def __exit__(self, *exc):
-        if not self.stopped:
-            return super().__exit__(*exc)
-        return None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        op = _BY_FUNC.get(func)
-        if op is not None and (self.only is None or op in self.only) and len(self.calls) < self.limit:
-            line = self._student_line()
-            if line is not None or op in ("cross_entropy", "softmax", "sdpa"):
-                keep = out if op in self.keep_outputs else None
-                self.calls.append(Call(op, line, args, kwargs, keep))
-        return out
-
-    def _student_line(self) -> int | None:
-        f = sys._getframe(2)
-        while f is not None:
-            if f.f_code.co_filename == self.path:
-                return f.f_lineno
-            f = f.f_back
-        return None
-
-    def of(self, op: str) -> list[Call]:
-        return [c for c in self.calls if c.op == op]
+def watch(path: str, keep_outputs: tuple = ("softmax", "sdpa"), limit: int = 20000, only: tuple | None = None,
+          also: dict | None = None) -> Recorder:
+    """A recorder of the WATCHED calls (`only`: just these names) made from the student's file `path`: each an
+    Op with its name, line, args and kwargs as given, and its output for the names in keep_outputs.
+    also: more {callable: name} to watch for this recording."""
+    ops = _BY_FUNC if also is None else {**_BY_FUNC, **also}
+    return Recorder(path, ops=ops, only=only, limit=limit, unplaced=UNPLACED, outputs="given",
+                    keep_out=keep_outputs, inputs="given")
 
 
 class LossTap:
@@ -155,7 +95,7 @@ class StepLosses:
         self.rec, self.tap, self.mode, self.since = rec, LossTap(), "record", None
 
     def at_step(self, k: int) -> None:
-        if self.mode == "record" and any(c.op in LossTap.NAMES for c in self.rec.calls) and self.rec.stop():
+        if self.mode == "record" and any(c.name in LossTap.NAMES for c in self.rec.ops) and self.rec.stop():
             self.tap.on()
             self.mode, self.since = "tap", k
         elif self.mode == "tap" and k == self.since + 1 and not self.tap.calls:
@@ -165,12 +105,12 @@ class StepLosses:
 
     def values(self) -> list[float]:
         """Scalar loss values in call order: the recorder's, then the tap's (it only ever took over)."""
-        out = [float(c.out.detach()) for c in self.rec.calls if c.op in LossTap.NAMES
+        out = [float(c.out.detach()) for c in self.rec.ops if c.name in LossTap.NAMES
                and isinstance(c.out, torch.Tensor) and c.out.dim() == 0]
         return out + [float(v) for v in self.tap.losses]
 
 
-def softmax_dim(call: Call) -> int | None:
+def softmax_dim(call: Op) -> int | None:
     """The dim a recorded softmax normalised over, as a negative index."""
     dim = call.kwargs.get("dim", call.args[1] if len(call.args) > 1 else None)
     x = call.args[0]
@@ -179,7 +119,7 @@ def softmax_dim(call: Call) -> int | None:
     return int(dim) - x.dim() if int(dim) >= 0 else int(dim)
 
 
-def sdpa_weights(call: Call) -> torch.Tensor:
+def sdpa_weights(call: Op) -> torch.Tensor:
     """Recompute the attention weights of a recorded scaled_dot_product_attention call."""
     import math
     q, k = call.args[0], call.args[1]
@@ -198,10 +138,10 @@ def sdpa_weights(call: Call) -> torch.Tensor:
 def attention_weights(rec: Recorder) -> list[torch.Tensor]:
     """Every attention-weight tensor computed while recording, in call order."""
     out = []
-    for c in rec.calls:
-        if c.op == "softmax" and isinstance(c.out, torch.Tensor) and c.out.dim() >= 2:
+    for c in rec.ops:
+        if c.name == "softmax" and isinstance(c.out, torch.Tensor) and c.out.dim() >= 2:
             out.append(c.out.detach())
-        elif c.op == "sdpa":
+        elif c.name == "sdpa":
             with torch.no_grad():
                 out.append(sdpa_weights(c).detach())
     return out

@@ -8,14 +8,19 @@ from __future__ import annotations
 import torch
 
 from ..checks import BY_ID, bound
-from ..intercept import Recorder, attention_weights, softmax_dim
+from ..intercept import attention_weights, softmax_dim, watch
 from . import locate, mechanism, trace
 from .base import check, manual_seed, rnd
 from .common import batch, eval_model, kwargs_for
 
 
+def _watch(ctx):
+    """The recorder of the student's WATCHED calls the attention probes read (softmax, sdpa, matmul, triu, tril)."""
+    return watch(ctx.source.code_path, keep_outputs=("softmax", "sdpa", "matmul", "triu", "tril"))
+
+
 def _record_forward(ctx, model, src, tgt_in):
-    rec = Recorder(ctx.source.code_path, keep_outputs=("softmax", "sdpa", "matmul", "triu", "tril"))
+    rec = _watch(ctx)
     with torch.no_grad(), rec:
         ctx.forward(model, src, tgt_in)
     return rec
@@ -31,9 +36,9 @@ def softmax_axis(ctx):
     model = eval_model(ctx)
     src, tgt = batch(ctx, 4, 6, 9, seed_offset=1)
     tgt_in = tgt[:, :-1]                                   # T_tgt = T_src + 1: the two lengths always differ
-    rec = _record_forward(ctx, model, src, tgt_in)
+    rec = _watch(ctx)           # one forward pass, two views: the watched calls and every op (the key axis)
+    ops = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in), also=(rec,), raises=True)
     weights = attention_weights(rec)
-    ops = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in))
     ka = mechanism.key_axis(ops, tgt_in.size(1), src.size(1))
     bad_calls = [c for c in rec.of("softmax") if softmax_dim(c) not in (None, -1)]
     dims = sorted({softmax_dim(c) for c in rec.of("softmax") if softmax_dim(c) is not None})
@@ -147,32 +152,34 @@ def head_permutation(ctx):
     a = a[0] if isinstance(a, (tuple, list)) else a
     b = b[0] if isinstance(b, (tuple, list)) else b
     err = float((a[:, perm] - b).abs().max())
-    rec = Recorder(ctx.source.code_path)
-    with torch.no_grad(), rec:
-        mha(x, x, x)
-    # The view/reshape that splits or merges heads without moving the head axis.
+    ok = bound("heads-permutation").ok(err)
     line = None
+    if not ok:    # the first op whose output is no longer the permuted one: where heads mix tokens, any layout
+        xp = x[:, perm]
+        rec = watch(ctx.source.code_path)      # the same forward pass's view/reshape calls: the fallback
+        ops = trace.record(ctx, lambda: mha(x, x, x), also=(rec,), raises=True)
+        line = _split_view_line(rec)
+        first = trace.first_divergence(ops, trace.record(ctx, lambda: mha(xp, xp, xp)),
+                                       trace.tokens_permuted(7, perm))
+        line = first.line if first is not None else line
+    return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
+                  f"max |MHA(Px) - P MHA(x)| {bound('heads-permutation')}",
+                  "self-attention on a permuted input must give the permuted output",
+                  location=ctx.where(line if not ok else None))]
+
+
+def _split_view_line(rec) -> int | None:
+    """The view/reshape that splits or merges heads (4 heads, 7 tokens) without moving the head axis."""
     for c in rec.of("view"):
         t = c.args[0]
         if isinstance(t, torch.Tensor) and t.dim() in (3, 4) and t.is_contiguous():
             shape = [s for s in c.args[1:]] if len(c.args) > 1 else []
             shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
             if t.dim() == 3 and len(shape) == 4 and int(shape[1]) == 4 and int(shape[2]) == 7:
-                line = c.line
-                break
+                return c.line
             if t.dim() == 4 and t.size(1) == 4 and len(shape) == 3:
-                line = c.line
-                break
-    ok = bound("heads-permutation").ok(err)
-    if not ok:    # the first op whose output is no longer the permuted one: where heads mix tokens, any layout
-        xp = x[:, perm]
-        first = trace.first_divergence(trace.record(ctx, lambda: mha(x, x, x)),
-                                       trace.record(ctx, lambda: mha(xp, xp, xp)), trace.tokens_permuted(7, perm))
-        line = first.line if first is not None else line
-    return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
-                  f"max |MHA(Px) - P MHA(x)| {bound('heads-permutation')}",
-                  "self-attention on a permuted input must give the permuted output",
-                  location=ctx.where(line if not ok else None))]
+                return c.line
+    return None
 
 
 _LEAK_EXPECTED = f"0 ({bound('causal-leak')}): an output never depends on later input tokens"
@@ -212,13 +219,14 @@ def leakage(ctx):
     line = None
     if not ok:
         j = int(torch.triu(dep, 1).max(0).values.argmax())  # the later token that moves earlier outputs most
-        ops_a = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in))
+        rec = _watch(ctx)       # the same forward pass's watched calls: where the mask's triangle is made
+        ops_a = trace.record(ctx, lambda: ctx.forward(model, src, tgt_in), also=(rec,))
         ops_b = trace.record(ctx, lambda: ctx.forward(model, src, bumped(j)))
         div = trace.describe(ctx, trace.first_divergence(ops_a, ops_b, trace.prefix_unchanged(T, j)),
                              f"outputs before position {j} depend on the token at {j}")
         mech = mechanism.causal_mechanism(ops_a, T)
         data.update(divergence=div, mechanism=mech, key_axis=mechanism.key_axis(ops_a, T, src.size(1)))
-        line = _leak_line(ctx, model, src, tgt_in, past_frac, mech, div)
+        line = _leak_line(ctx, rec, tgt_in, mech, div)
     return [check("causal-leak", "pass" if ok else "fail", rnd(future, 5),
                   _LEAK_EXPECTED,
                   f"max change of earlier outputs when a later decoder input token changes; "
@@ -226,10 +234,10 @@ def leakage(ctx):
                   data=data, location=ctx.where(line))]
 
 
-def _leak_line(ctx, model, src, tgt_in, past_frac, mech, div):
-    """The line to edit: the mask's triangle or return for a mask bug, else where the leak first shows."""
+def _leak_line(ctx, rec, tgt_in, mech, div):
+    """The line to edit: the mask's triangle or return for a mask bug, else where the leak first shows.
+    rec: the watched calls of the forward pass on tgt_in."""
     if mech.get("kind") in ("missing", "inverted", "off-by-one", "diagonal-masked"):
-        rec = _record_forward(ctx, model, src, tgt_in)
         tri = [c for c in rec.of("triu") + rec.of("tril") if c.line]
         fns = locate.functions(ctx, "target_mask")
         if ctx.has("target_mask"):

@@ -196,10 +196,8 @@ class Context:
 def caller_line(ctx) -> int | None:
     """The student's line that is running right now (innermost frame in the student's file)."""
     import sys
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_filename == ctx.source.code_path:
-            return f.f_lineno
-        f = f.f_back
-    return None
+
+    from ..recorder import walk
+    frames = walk({ctx.source.code_path: ctx.source.code_path}, 1, sys._getframe(1))
+    return frames[0].line if frames else None
 

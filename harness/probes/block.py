@@ -23,7 +23,7 @@ import ast
 
 import torch
 
-from ..intercept import Recorder
+from ..intercept import watch
 from .base import StudentError, manual_seed, rnd
 from .common import accepts, kwargs_for
 
@@ -84,8 +84,9 @@ def inputs(ctx, *shape, offset=0):
     return torch.randn(*shape, generator=g).to(ctx.device)
 
 
-def record(ctx, fn):
-    rec = Recorder(ctx.source.code_path)
+def record(ctx, fn, **watching):
+    """(fn()'s value, the recorder of the student's WATCHED calls) without gradients; watching: watch()'s options."""
+    rec = watch(ctx.source.code_path, **watching)
     with torch.no_grad(), rec:
         out = fn()
     return out, rec

@@ -1,37 +1,15 @@
 """Block probes of the attention weights: rows sum to 1 over the keys, scores scaled by sqrt(d_head)."""
 from __future__ import annotations
 
-import sys
-
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..checks import BY_ID, bound
 from ..intercept import attention_weights, softmax_dim
 from .base import check, rnd
 from .block import heads, inputs, make_block, record, run_block, weight_lists
 
-
-class _MatmulWatch(TorchFunctionMode):
-    """Records the student's line of every matmul-like call whose result is a (..., T, T) score matrix."""
-
-    FUNCS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__, torch.bmm,
-             torch.Tensor.bmm, torch.einsum, torch.baddbmm)
-
-    def __init__(self, path, T):
-        super().__init__()
-        self.path, self.T, self.lines = path, T, []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func in self.FUNCS and isinstance(out, torch.Tensor) and out.dim() >= 2 \
-                and tuple(out.shape[-2:]) == (self.T, self.T):
-            f = sys._getframe(1)
-            while f is not None and f.f_code.co_filename != self.path:
-                f = f.f_back
-            if f is not None:
-                self.lines.append(f.f_lineno)
-        return out
+# Matmul-like calls that can make the (..., T, T) scores, beyond intercept.WATCHED's "matmul".
+SCORE_MATMULS = {torch.Tensor.__rmatmul__: "matmul", torch.baddbmm: "matmul"}
 
 
 # ---------------------------------------------------------------------------
@@ -85,17 +63,18 @@ def saturation(ctx):
     d, h, d_ff, T = SAT_SHAPE
     block = make_block(ctx, d, h, d_ff)
     x = inputs(ctx, T, d, offset=2)
-    watch = _MatmulWatch(ctx.source.code_path, T)
-    with watch:
-        _, rec = record(ctx, lambda: run_block(ctx, block, x))
+    _, rec = record(ctx, lambda: run_block(ctx, block, x), keep_outputs=("softmax", "sdpa", "matmul"),
+                    also=SCORE_MATMULS)
     weights = attention_weights(rec)
     if not weights:
         return [check("block-saturation", "skip", None, "", "no attention weights observed")]
     w = heads(weights[0]).float()
     value = float(torch.nan_to_num(w, nan=0.0).max(-1).values.mean())
     ok = value < SAT_MAX
-    # where the scores are computed (q @ k^T), else the softmax
-    line = watch.lines[0] if watch.lines else next((c.line for c in rec.of("softmax") if c.line), None)
+    # where the scores are computed (q @ k^T: a matmul-like call whose result is (..., T, T)), else the softmax
+    scores = [c.line for c in rec.of("matmul") if isinstance(c.out, torch.Tensor) and c.out.dim() >= 2
+              and tuple(c.out.shape[-2:]) == (T, T)]
+    line = scores[0] if scores else next((c.line for c in rec.of("softmax") if c.line), None)
     return [check("block-saturation", "pass" if ok else "fail", rnd(value, 3),
                   f"{bound('block-saturation')} (correct code: {BY_ID['block-saturation'].correct}; uniform: {1 / T:.3f})",
                   f"mean over heads and rows of the largest attention weight, TransformerBlock({d}, {h}, {d_ff}) "

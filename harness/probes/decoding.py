@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..checks import value
-from ..intercept import Recorder, attention_weights
+from ..intercept import attention_weights, watch
 from .base import Skip, check, manual_seed, rnd
 from .common import PAD, batch, eval_model, kwargs_for
 from .training import run_train as _trace
@@ -124,7 +124,7 @@ def _trace_warm(ctx, model, steps, bs):
 
 def _cross_maps(ctx, model, src, tgt_in):
     """(logits, one cross-attention tensor per decoder layer) of a forward pass with `tgt_in` fed in."""
-    rec = Recorder(ctx.source.code_path)
+    rec = watch(ctx.source.code_path)
     with torch.no_grad(), rec:
         logits, maps = ctx.forward(model, src, tgt_in)
     if isinstance(maps, (list, tuple)) and maps and all(isinstance(m, torch.Tensor) for m in maps):

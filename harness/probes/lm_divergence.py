@@ -19,105 +19,16 @@ import itertools
 import linecache
 import re
 import sys
-from dataclasses import dataclass, field
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-_META = {"size", "dim", "__get__", "numel", "__len__", "__bool__", "item", "tolist", "is_contiguous", "__format__",
-         "__repr__", "__hash__", "data_ptr", "stride", "element_size", "__index__", "is_floating_point",
-         "get_device", "__iter__", "__contains__"}
-_IN_PLACE_RETURNS_NONE = {"__setitem__"}
+from ..recorder import Op, Recorder, tensors_in
 
 
-@dataclass
-class Op:
-    name: str
-    stack: tuple            # ((shown file, line, frame token), ...) innermost first, in the traced files only
-    ins: list               # the ops that made its tensor inputs (None: made outside, e.g. an argument)
-    outs: list              # detached copies of the tensor outputs
-    out_ids: list
-    index: int = 0
-    consumers: list = field(default_factory=list)
-    passes_on: bool = False   # returns one of its inputs unchanged (.to to the same dtype, .contiguous)
-    scalars: tuple = ()       # the plain numbers it was given (addcdiv_'s value=-step_size)
-
-
-class Recorder(TorchFunctionMode):
-    """Every torch call whose innermost traced frame is in `files` (path that runs -> path shown)."""
-
-    def __init__(self, files: dict, limit: int = 3000):
-        super().__init__()
-        self.files, self.limit = files, limit
-        self.ops: list[Op] = []
-        self.producer: dict[int, int] = {}       # id(tensor) -> index of the op that made (or last wrote) it
-        self.keep: list = []                     # keeps every tensor and frame seen alive: ids stay unique
-        self.numbers: list = []                  # (shown file, line, number, ops so far): see record(numbers=)
-        self.failed = None                       # (op, its inputs' producers, their shapes, stack): it raised
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", str(func))
-        if name in _META or len(self.ops) >= self.limit:
-            return func(*args, **kwargs)
-        given = _tensors(args) + _tensors(list(kwargs.values()))
-        ins = [self._made(t) for t in given]          # before the call: an in-place op changes its input
-        try:
-            out = func(*args, **kwargs)
-        except Exception:      # the first op that raised, with the values it was given (lm_where.crash_origin)
-            self.failed = self.failed or (name, ins, [tuple(t.shape) for t in given], self._stack())
-            raise
-        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
-        if out is None and name in _IN_PLACE_RETURNS_NONE and args and isinstance(args[0], torch.Tensor):
-            outs = [args[0]]
-        if not outs:
-            return out
-        stack = self._stack()
-        if not stack:
-            return out
-        op = Op(name, stack, ins, [t.detach().clone() for t in outs[:2]], [id(t) for t in outs[:2]], len(self.ops),
-                scalars=tuple(float(x) for x in list(args) + list(kwargs.values())
-                              if isinstance(x, (int, float)) and not isinstance(x, bool)))
-        arg_ids = {id(t) for t in _tensors(args)}
-        op.passes_on = id(outs[0]) in arg_ids and not name.endswith("_") and name not in _IN_PLACE_RETURNS_NONE
-        for p in ins:
-            if p is not None:
-                self.ops[p].consumers.append(op.index)
-        for t in outs[:2]:
-            self.producer[id(t)] = op.index
-        self.keep.extend(outs)
-        self.ops.append(op)
-        return out
-
-    def _made(self, t: torch.Tensor):
-        """The op whose output t still is; a parameter rewritten since (load_state_dict copies the given
-        weights in without a recorded op) holds an input."""
-        p = self.producer.get(id(t))
-        if p is not None and isinstance(t, torch.nn.Parameter):
-            last = self.ops[p].outs[self.ops[p].out_ids.index(id(t))] if id(t) in self.ops[p].out_ids else None
-            if last is None or last.shape != t.shape or not torch.equal(last, t.detach()):
-                return None
-        return p
-
-    def _stack(self, depth: int = 8) -> tuple:
-        out, f = [], sys._getframe(2)
-        while f is not None and len(out) < depth:
-            shown = self.files.get(f.f_code.co_filename)
-            if shown:
-                self.keep.append(f)
-                out.append((shown, f.f_lineno, id(f), f.f_code.co_firstlineno))
-            f = f.f_back
-        return tuple(out)
-
-
-def _tensors(xs) -> list:
-    out = []
-    for x in xs:
-        if isinstance(x, torch.Tensor):
-            out.append(x)
-        elif isinstance(x, (list, tuple)):
-            out.extend(t for t in x if isinstance(t, torch.Tensor))
-    return out
+def recorder(files: dict, limit: int = 3000) -> Recorder:
+    """Every torch call whose innermost traced frame is in `files` (path that runs -> path shown), with copies of
+    its tensor outputs (0-d ones too), its tensor inputs by identity and eight frames of its stack."""
+    return Recorder(files, depth=8, limit=limit, outputs="copies", all_tensors=True, inputs="identity")
 
 
 def record(files: dict, fn, args: tuple, numbers: bool = False):
@@ -125,7 +36,7 @@ def record(files: dict, fn, args: tuple, numbers: bool = False):
 
     numbers: also keep every plain number a line of `files` assigns (an optimizer's step size), with how
     many ops had run: an op given a wrong number is then located where that number was made."""
-    rec = Recorder(files)
+    rec = recorder(files)
     result = None
     old = sys.gettrace()
     if numbers:
@@ -143,7 +54,7 @@ def record(files: dict, fn, args: tuple, numbers: bool = False):
 
 def inputs_of(args) -> list:
     """The tensors among an adapter's arguments (state dicts' values too): values the reference has as well."""
-    out = _tensors(list(args))
+    out = tensors_in(list(args))
     for a in args:
         if isinstance(a, dict):
             out.extend(v for v in a.values() if isinstance(v, torch.Tensor))
@@ -230,7 +141,7 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
         if i in seen:
             continue
         seen.add(i)
-        bad_inputs = [p for p in ops[i].ins if p is not None and p < i and not matched[p][0]]
+        bad_inputs = [p for p in ops[i].made_by if p is not None and p < i and not matched[p][0]]
         if bad_inputs:
             todo.extend(bad_inputs)
         else:
@@ -241,7 +152,7 @@ def first_divergence(student: Recorder, result, reference: Recorder, inputs: lis
         return _found(named.stack[0], named, "makes a value the reference has, under the name the reference "
                       "gives another (used wrongly paired at used_at)", ops, passing) | \
             {"used_at": {"file": root.stack[0][0], "line": root.stack[0][1], "op": root.name}}
-    for p in root.ins:
+    for p in root.made_by:
         if p is not None and p < root.index and matched[p][0]:
             where = _skipped_after(student, p, root, matched, reference)
             if where is not None:
@@ -273,9 +184,9 @@ def _number_origin(student: Recorder, root: Op, reference: Recorder):
 
 def _origin(rec: Recorder, i):
     """The op that made the value op i passes on (.to, .contiguous): where the value was made."""
-    while i is not None and rec.ops[i].passes_on and rec.ops[i].ins and rec.ops[i].ins[0] is not None \
-            and rec.ops[i].ins[0] < i:
-        i = rec.ops[i].ins[0]
+    while i is not None and rec.ops[i].passes_on and rec.ops[i].made_by and rec.ops[i].made_by[0] is not None \
+            and rec.ops[i].made_by[0] < i:
+        i = rec.ops[i].made_by[0]
     return i
 
 
@@ -289,10 +200,10 @@ def _misnamed(student: Recorder, root: Op, matched: dict, reference: Recorder, d
     either made the value under the name the reference gives the other (`register_buffer("cos",
     angles.sin())`: the bug is where it was made) or not (then the pairing is the bug, and None leaves the
     root blamed). Values alone cannot tell these two apart; the student's own name for the value does."""
-    if not root.ins or any(p is None or matched[p][1] is None for p in root.ins):
+    if not root.made_by or any(p is None or matched[p][1] is None for p in root.made_by):
         return None
     for r in reference.ops:
-        if r.name == root.name and len(r.ins) == len(root.ins):
+        if r.name == root.name and len(r.made_by) == len(root.made_by):
             found = _walk_up(student, root, r, matched, reference, depth)
             if found is not None:
                 return found
@@ -301,9 +212,9 @@ def _misnamed(student: Recorder, root: Op, matched: dict, reference: Recorder, d
 
 def _walk_up(student: Recorder, S: Op, Q: Op, matched: dict, reference: Recorder, depth: int):
     """Where the histories of the student's S and the reference's Q (same op name) part, if a misnamed value."""
-    if depth == 0 or len(S.ins) != len(Q.ins):
+    if depth == 0 or len(S.made_by) != len(Q.made_by):
         return None
-    for s, q in zip(S.ins, Q.ins):
+    for s, q in zip(S.made_by, Q.made_by):
         q = _origin(reference, q)
         if s is None or q is None or matched[s][1] is None or _origin(reference, matched[s][1]) == q:
             continue
@@ -341,7 +252,7 @@ def _skipped_after(student: Recorder, p: int, root, matched: dict, reference: Re
     if matched[p][1] is None:
         return None
     while True:                   # back through ops that pass the same value on (.to, .contiguous): where it was made
-        q = student.ops[p].ins[0] if student.ops[p].ins else None
+        q = student.ops[p].made_by[0] if student.ops[p].made_by else None
         if q is None or q >= p or matched[q][1] != matched[p][1]:
             break
         p = q

@@ -187,9 +187,9 @@ SHAPING = {"unsqueeze", "view", "reshape", "transpose", "permute", "expand", "__
 
 def crash_origin(failed, ops) -> dict | None:
     """Where the value that made an op raise was made: (op, its inputs' producers, shapes, stack) of the op
-    that raised, from lm_divergence.Recorder. The course's inputs are right by construction, so when the raising
-    op mixes an input with a value the student's code made, that value is the suspect; among several made
-    ones, one shaped or cast by a reshaping op. None when it was made on the raising line itself."""
+    that raised, from lm_divergence.record's recorder (`failed`). The course's inputs are right by construction,
+    so when the raising op mixes an input with a value the student's code made, that value is the suspect; among
+    several made ones, one shaped or cast by a reshaping op. None when it was made on the raising line itself."""
     if not failed or not failed[3]:
         return None
     name, ins, shapes, stack = failed
@@ -208,7 +208,7 @@ def crash_origin(failed, ops) -> dict | None:
     for _ in range(4):      # back through same-shape steps (cos of the angles) to the op that shaped them
         if op.name in SHAPING:
             break
-        back = [ops[p] for p in op.ins if p is not None]
+        back = [ops[p] for p in op.made_by if p is not None]
         if len(back) != 1 or not back[0].outs or not op.outs or back[0].outs[0].shape != op.outs[0].shape:
             break
         op = back[0]

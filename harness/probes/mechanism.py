@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .trace import Op
+from ..recorder import Op
 
 MATMULS = ("matmul", "__matmul__", "bmm", "einsum")
 
@@ -241,7 +241,7 @@ def pad_mass(ops: list, t_q: int, t_k: int, n_real_q: int, n_real_k: int, batch:
         share = _pad_share(w, t_q, t_k, n_real_q, n_real_k, batch)
         if share and (worst is None or share[0] > worst["pad"]):
             worst = {"line": op.line, "pad": round(share[0], 4), "real": round(share[1], 4), "t_k": t_k, "t_q": t_q,
-                     "stack": list(op.stack), "index": op.index, "heads": len(share[2]),
+                     "stack": list(op.lines), "index": op.index, "heads": len(share[2]),
                      "heads_masked": sum(v < 1e-6 for v in share[2])}
     if worst is not None:
         sm = [op for op in ops if op.name == "softmax" and op.outs and op.outs[0].dim() >= 3

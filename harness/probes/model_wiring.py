@@ -6,7 +6,7 @@ import ast
 import torch
 
 from ..checks import bound
-from ..intercept import Recorder
+from ..intercept import watch
 from . import locate
 from .base import Skip, StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
@@ -18,7 +18,7 @@ def gradient_flow(ctx):
     model = ctx.model()
     model.train()
     src, tgt = batch(ctx, 16, seed_offset=7)
-    rec = Recorder(ctx.source.code_path)
+    rec = watch(ctx.source.code_path)
     called = set()                                  # modules that ran during forward
     hooks = [m.register_forward_hook(lambda mod, a, o: called.add(id(mod))) for m in model.modules()]
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..checks import bound
-from ..intercept import Recorder
+from ..intercept import watch
 from .base import Skip, StudentError, check, manual_seed, rnd
 from .block import output_tensor
 from .common import batch, default, eval_model, kwargs_for
@@ -24,7 +24,7 @@ def _table(ctx, T=50, d=64):
     """The student's table: whatever the module adds to a zero input (dropout 0, eval)."""
     if ctx.has("PositionalEncoding"):
         cls = ctx.module.PositionalEncoding
-        rec = Recorder(ctx.source.code_path)
+        rec = watch(ctx.source.code_path)
         with rec, ctx.student("PositionalEncoding(64, max_len=64, dropout=0.0)"):
             mod = cls(d, **kwargs_for(cls, max_len=64, dropout=0.0))
         mod.eval()
@@ -43,7 +43,7 @@ def _table(ctx, T=50, d=64):
         want = formula(T, d)
         return min(tables, key=lambda t: float((t - want).abs().max())), rec, mod
     if ctx.has("positional_encoding"):
-        rec = Recorder(ctx.source.code_path)
+        rec = watch(ctx.source.code_path)
         with rec, torch.no_grad(), ctx.student("positional_encoding(seq_len, d_model)"):
             out = ctx.module.positional_encoding(T, d)
         return out.reshape(T, d).cpu(), rec, None

@@ -13,89 +13,42 @@ samples is found by its size, whatever order the student keeps axes in.
 """
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
+import contextlib
 
 import torch
-from torch.overrides import TorchFunctionMode
 
+from ..recorder import READS, Op, Recorder
 from .base import manual_seed
 
-# Ops that read or shape tensors without computing anything worth blaming.
-_QUIET = {"size", "dim", "__get__", "numel", "__len__", "__bool__", "item", "tolist", "is_contiguous",
-          "__format__", "__repr__", "__hash__", "data_ptr", "stride", "element_size", "__index__",
-          "detach", "clone", "contiguous", "to", "cpu", "cuda", "float", "double", "__setitem__"}
-
-
+# Ops that read, copy or move tensors without computing anything worth blaming.
+QUIET = READS | {"detach", "clone", "contiguous", "to", "cpu", "cuda", "float", "double", "__setitem__"}
 # Ops whose tensor inputs are kept too: attention is read from what multiplies V and what masks it.
 KEEP_INPUTS = {"matmul", "__matmul__", "bmm", "einsum", "masked_fill", "masked_fill_", "where", "mul", "__mul__",
                "mul_", "softmax", "scaled_dot_product_attention", "multi_head_attention_forward", "add", "__add__"}
 
 
-@dataclass
-class Op:
-    name: str
-    line: int
-    outs: list          # detached copies of the tensor outputs (at most two)
-    index: int = 0
-    ins: list = field(default_factory=list)      # tensor inputs, for KEEP_INPUTS ops
-    stack: tuple = ()                            # the student's lines, innermost first (KEEP_INPUTS ops)
-    kwargs: dict = field(default_factory=dict)   # attn_mask / is_causal of fused attention
+def recorder(path: str, limit: int = 6000) -> Recorder:
+    """Every torch call made from the student's file with an output that holds data (innermost student frame =
+    its line, six of its frames), copies of its outputs, and copies of its inputs for the KEEP_INPUTS ops."""
+    return Recorder(path, quiet=QUIET, depth=6, limit=limit, outputs="copies", inputs="copies", keep_in=KEEP_INPUTS)
 
 
-@dataclass
-class OpTrace(TorchFunctionMode):
-    """Every torch call made from the student's file (innermost student frame = its line)."""
-    path: str
-    limit: int = 6000
-    ops: list = field(default_factory=list)
+def record(ctx, fn, seed: int = 1234, also: tuple = (), raises: bool = False) -> list[Op]:
+    """Run fn() under a recorder() with a fixed RNG state, so random ops agree between two runs.
 
-    def __post_init__(self):
-        super().__init__()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = getattr(func, "__name__", str(func))
-        if name in _QUIET or len(self.ops) >= self.limit:
-            return out
-        tensors = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
-                   if isinstance(t, torch.Tensor) and t.dim() > 0 and not t.is_meta][:2]
-        if tensors:
-            stack = self._stack()
-            line = stack[0] if stack else None
-            if line is not None:
-                op = Op(name, line, [t.detach().clone() for t in tensors], len(self.ops))
-                if name in KEEP_INPUTS:
-                    op.stack = stack
-                    op.ins = [a.detach().clone() for a in args if isinstance(a, torch.Tensor) and a.numel() < 500_000]
-                    kw = kwargs or {}
-                    op.kwargs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()
-                                 if k in ("attn_mask", "is_causal", "need_weights", "key_padding_mask", "dim",
-                                          "scale")}
-                    if name == "softmax" and len(args) > 1 and isinstance(args[1], int):
-                        op.kwargs["dim"] = args[1]
-                self.ops.append(op)
-        return out
-
-    def _stack(self, depth: int = 6) -> tuple:
-        out, f = [], sys._getframe(2)
-        while f is not None and len(out) < depth:
-            if f.f_code.co_filename == self.path:
-                out.append(f.f_lineno)
-            f = f.f_back
-        return tuple(out)
-
-
-def record(ctx, fn, seed: int = 1234):
-    """Run fn() under an OpTrace with a fixed RNG state, so random ops agree between two runs."""
+    also: other recorders that watch the same run (one forward pass, several views of it); raises: an
+    exception of fn() goes on to the caller (else the ops recorded up to the failure are the evidence)."""
     rng = torch.random.get_rng_state()
     manual_seed(seed)
-    tr = OpTrace(ctx.source.code_path)
+    tr = recorder(ctx.source.code_path)
     try:
-        with torch.no_grad(), tr:
+        with torch.no_grad(), tr, contextlib.ExitStack() as views:
+            for rec in also:
+                views.enter_context(rec)
             fn()
     except Exception:
-        pass                      # the ops recorded up to the failure are still evidence
+        if raises:
+            raise
     finally:
         torch.random.set_rng_state(rng)
     return tr.ops
@@ -206,7 +159,7 @@ def describe(ctx, op: Op | None, what: str) -> dict | None:
         return None
     lines = ctx.source.text.splitlines()
     code = lines[op.line - 1].strip() if 0 < op.line <= len(lines) else ""
-    v = getattr(op, "violation", None)
+    v = op.violation
     return {"line": op.line, "op": op.name, "code": code[:160], "index": op.index,
             "violation": None if v is None or v != v or v == float("inf") else round(float(v), 6),
             "text": f"{what} from line {op.line} on: `{code[:120]}` ({op.name}, op #{op.index + 1} of the forward "

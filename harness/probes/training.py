@@ -13,7 +13,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..checks import bound, num, value
-from ..intercept import Recorder, StepLosses
+from ..intercept import StepLosses, watch
 from . import locate
 from .base import StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
@@ -91,7 +91,7 @@ def _trace(ctx, model, steps, batch_size):
     h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
     h3 = _other_forwards(ctx, model, mech)
     h2 = model.register_forward_hook(post, with_kwargs=True)
-    rec = Recorder(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
+    rec = watch(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
                    only=("cross_entropy", "nll_loss"))
     losses = StepLosses(rec)
     kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
@@ -249,7 +249,7 @@ def trace(ctx):
                         location=None if lr_ok else ctx.where(_low_lr_line(min_peak, peak, tr["mech"], lr_line,
                                                                            sched_line))))
     checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line, lr_low=not lr_ok)
-    ce = [c for c in rec.calls if c.op in ("cross_entropy", "nll_loss")]
+    ce = [c for c in rec.ops if c.name in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
         checks.append(check("train-shift", "skip", None, "", "no cross_entropy/nll_loss call observed in train()"))
         return checks
@@ -300,7 +300,7 @@ def _nan_origin(ctx, make_model) -> dict | None:
     """Two steps of train() again with every op recorded: the first op whose output is NaN."""
     from . import trace as optrace
     fn = ctx.need("train")
-    tr = optrace.OpTrace(ctx.source.code_path, limit=4000)
+    tr = optrace.recorder(ctx.source.code_path, limit=4000)
     manual_seed(ctx.seed)
     model = make_model()
     try:

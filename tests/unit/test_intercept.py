@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _get_current_function_mode, _len_torch_function_stack
 
-from harness.intercept import LossTap, Recorder, StepLosses
+from harness.intercept import LossTap, StepLosses, watch
 
 HERE = __file__
 
@@ -16,17 +16,17 @@ def _loss(x, y):
 
 def test_records_the_watched_call_with_its_line():
     x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
-    with Recorder(HERE, only=("cross_entropy",)) as rec:
+    with watch(HERE, only=("cross_entropy",)) as rec:
         _loss(x, y)
         torch.softmax(x, -1)              # not in `only`: passes through unrecorded
-    assert [c.op for c in rec.calls] == ["cross_entropy"]
-    assert rec.calls[0].line == _loss.__code__.co_firstlineno + 1
+    assert [c.name for c in rec.ops] == ["cross_entropy"]
+    assert rec.ops[0].line == _loss.__code__.co_firstlineno + 1
 
 
 def test_stop_leaves_the_mode_stack_and_records_nothing_more():
     x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
     depth = _len_torch_function_stack()
-    with Recorder(HERE, only=("cross_entropy",)) as rec:
+    with watch(HERE, only=("cross_entropy",)) as rec:
         _loss(x, y)
         assert _get_current_function_mode() is rec
         assert rec.stop()
@@ -34,13 +34,13 @@ def test_stop_leaves_the_mode_stack_and_records_nothing_more():
         _loss(x, y)
         assert rec.stop()                                 # twice is harmless
     assert _len_torch_function_stack() == depth           # the `with` did not pop anything else
-    assert len(rec.calls) == 1
+    assert len(rec.ops) == 1
 
 
 def test_resume_records_again_and_the_with_leaves_as_usual():
     x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
     depth = _len_torch_function_stack()
-    with Recorder(HERE, only=("cross_entropy",)) as rec:
+    with watch(HERE, only=("cross_entropy",)) as rec:
         _loss(x, y)
         rec.stop()
         _loss(x, y)
@@ -48,7 +48,7 @@ def test_resume_records_again_and_the_with_leaves_as_usual():
         assert _get_current_function_mode() is rec
         _loss(x, y)
     assert _len_torch_function_stack() == depth
-    assert len(rec.calls) == 2
+    assert len(rec.ops) == 2
 
 
 class _Other(TorchFunctionMode):
@@ -66,7 +66,7 @@ def test_stop_under_another_mode_refuses_and_goes_on_recording():
     cannot leave the stack: it says so and goes on recording, and leaves on its `with` as usual."""
     x, y = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
     depth = _len_torch_function_stack()
-    with Recorder(HERE, only=("cross_entropy",)) as rec:
+    with watch(HERE, only=("cross_entropy",)) as rec:
         with _Other() as other:
             assert not rec.stop()
             assert _get_current_function_mode() is other
@@ -74,7 +74,7 @@ def test_stop_under_another_mode_refuses_and_goes_on_recording():
             assert other.seen >= 1
         assert _get_current_function_mode() is rec
     assert _len_torch_function_stack() == depth
-    assert len(rec.calls) == 1
+    assert len(rec.ops) == 1
 
 
 def test_loss_tap_sees_module_and_functional_losses_and_puts_them_back():
@@ -136,18 +136,18 @@ def _loop(loss_fn, steps: int, losses: StepLosses) -> list[float]:
 
 def test_step_losses_record_the_first_step_and_tap_the_rest():
     depth = _len_torch_function_stack()
-    with Recorder(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
+    with watch(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
         losses = StepLosses(rec)
         want = _loop(lambda x, y: F.cross_entropy(x, y), 6, losses)
         assert losses.mode == "tap" and _len_torch_function_stack() == depth     # the recorder left after step 1
-    assert len(rec.calls) == 1                       # step 1's call, with its arguments, for the rules
+    assert len(rec.ops) == 1                       # step 1's call, with its arguments, for the rules
     assert losses.values() == want                   # every step's loss, in order
     assert F.cross_entropy.__module__ == "torch.nn.functional" and not hasattr(F.cross_entropy, "_mtxdiag_tap")
 
 
 def test_step_losses_hand_back_to_the_recorder_when_the_tap_is_blind():
     from torch.nn.functional import cross_entropy     # bound before the tap: it never sees these calls
-    with Recorder(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
+    with watch(HERE, keep_outputs=("cross_entropy",), only=("cross_entropy",)) as rec:
         losses = StepLosses(rec)
         want = _loop(lambda x, y: cross_entropy(x, y), 6, losses)
         assert losses.mode == "record-all" and _get_current_function_mode() is rec
