@@ -270,7 +270,7 @@ def _renormalise(module, col, stmt, block, i) -> list:
     fn = _innermost(col, next(s for x, s, _ in col.nodes if x is stmt), cst.FunctionDef)
     if not zeroes or fn is None or not re.search(rf"\b{n} = .*softmax\(", _code(fn)):
         return []
-    new = _line(f"{n} = {n} / {n}.sum(dim=-1, keepdim=True)")
+    new = _line(f"{n} = {n} / {n}.sum(dim=-1, keepdim=True).clamp_min(1e-9)")   # a row masked whole stays 0
     return [("renormalise", "renormalised after the mask (the rows sum to one again)",
              lambda: _insert(module, block, i + 1, [new]))]
 
