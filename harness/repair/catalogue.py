@@ -47,7 +47,10 @@ SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "
           # which statements run and in what order (order.py): the training loop's mechanisms first, then the
           # plain moves of the statement at the line
           "zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order", "drop-statement")
-# the plain moves: tried after every other kind, whatever the line
+# edits that exist only where their mechanism is in the code (an optimizer's loop without zero_grad, a mask
+# applied to a softmax's output, ...): tried before the generic ones, whatever the line; the plain moves last
+FIRST = ("zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "no-copy",
+         "all-parameters", "activation", "distinct", "finite-log")
 LAST = ("order", "drop-statement")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)

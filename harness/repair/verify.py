@@ -164,7 +164,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     seen = set(tried)
     cands = [c for ln in search_lines(d, before, targets, source) for c in edit.candidates(source, ln, catalogue.SEARCH)
              if c.code not in seen]
-    cands.sort(key=lambda c: c.kind in catalogue.LAST)       # stable: the plain moves after the rest
+    cands.sort(key=lambda c: 0 if c.kind in catalogue.FIRST else 2 if c.kind in catalogue.LAST else 1)   # stable
     r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
                 tried, rejected)
     if r is not None:

@@ -138,4 +138,21 @@ def test_related_lines_and_search_order():
     assert edit.related(src, 4) == [2, 5, 3]         # made at 2, used at 5, guarded by 3
     d = {"id": "unexplained-failure", "location": {"line": 4}, "evidence": []}
     assert verify.search_lines(d, {}, [], src) == [4, 2, 5, 3]
-    assert catalogue.LAST == ("order", "drop-statement") and set(catalogue.LAST) <= set(catalogue.SEARCH)
+    assert set(catalogue.FIRST + catalogue.LAST) <= set(catalogue.SEARCH)
+
+
+def test_search_tries_mechanism_edits_first_and_plain_moves_last():
+    """A renormalise on the line after the diagnosed one comes before the diagnosed line's generic edits."""
+    src = ("import torch\n\n\ndef att(s, T):\n    a = s.softmax(dim=-1)\n    keep = torch.ones(T, T).tril()\n"
+           "    a = a * keep\n    return a\n")
+    d = {"id": "unexplained-failure", "confidence": 0.5, "evidence": ["causal-leak: 0.3"], "location": {"line": 6}}
+    before = {"causal-leak": {"id": "causal-leak", "status": "fail", "measured": 0.3}}
+    seen = []
+
+    def recheck(code, only, extra):
+        seen.append(code)
+        return {"causal-leak": {"id": "causal-leak", "status": "fail", "measured": 0.3}}
+    r = verify.try_one(d, src, "m.py", before, set(), recheck)
+    assert r is not None and r["verified"] is False
+    assert "a / a.sum(dim=-1, keepdim=True)" in seen[0]           # line 7's renormalise first
+    assert "torch.ones(T, T).triu()" in seen[1]                   # then line 6's own edits
