@@ -94,12 +94,35 @@ def _schedulers(fn) -> list[str]:
     return out
 
 
+def _into_loop(module, col, a, b) -> list:
+    """`opt.zero_grad()` (or `model.train()`) run once, before the loop that steps `opt`: moved to the start of
+    that loop's body, so it runs at every step."""
+    from .statements import _block_of
+    stmt = _statement_at(col, a, b)
+    m = _method(stmt) if stmt is not None else None
+    if m is None or m[1] not in ("zero_grad", "train"):
+        return []
+    block, i = _block_of(col, stmt)
+    if block is None:
+        return []
+    for k in range(i + 1, len(block.body)):
+        loop = block.body[k]
+        if isinstance(loop, (cst.For, cst.While)) and isinstance(loop.body, cst.IndentedBlock) and any(
+                (_method(st) or ("", ""))[1] == "step" for st, _, _ in _walk(loop.body)):
+            new_loop = loop.with_changes(body=loop.body.with_changes(body=[stmt] + list(loop.body.body)))
+            body = list(block.body[:i]) + list(block.body[i + 1:k]) + [new_loop] + list(block.body[k + 1:])
+            return [("zero-grad" if m[1] == "zero_grad" else "train-mode",
+                     f"{m[0]}.{m[1]}() at the start of every step, not once before the loop",
+                     lambda body=body: module.deep_replace(block, block.with_changes(body=body)).code)]
+    return []
+
+
 def training_loop(module, col, a, b) -> list:
     """Edits of the loop around the line that calls backward() and an optimizer's step()."""
     fn = _innermost(col, a, cst.FunctionDef)
     loop = _innermost(col, a, (cst.For, cst.While))
     if fn is None or loop is None:
-        return []
+        return _into_loop(module, col, a, b)
     inner = _walk(loop.body)
     calls = [(m, st, blk, i) for st, blk, i in inner for m in [_method(st)] if m]
     scheds = _schedulers(fn)

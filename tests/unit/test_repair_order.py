@@ -156,3 +156,13 @@ def test_search_tries_mechanism_edits_first_and_plain_moves_last():
     assert r is not None and r["verified"] is False
     assert "a / a.sum(dim=-1, keepdim=True)" in seen[0]           # line 7's renormalise first
     assert "torch.ones(T, T).triu()" in seen[1]                   # then line 6's own edits
+
+
+def test_zero_grad_run_once_before_the_loop_moves_into_it():
+    src = ("def train(model, opt, steps):\n    opt.zero_grad()\n    for step in range(steps):\n"
+           "        for _ in range(4):\n            model(step).backward()\n        opt.step()\n    return model\n")
+    (c,) = kinds(src, 2, "zero-grad")
+    assert c.code.splitlines()[1:4] == ["    for step in range(steps):", "        opt.zero_grad()",
+                                        "        for _ in range(4):"]
+    # before a loop that steps nothing: no edit
+    assert kinds("def f(opt, xs):\n    opt.zero_grad()\n    for x in xs:\n        print(x)\n", 2, "zero-grad") == []
