@@ -98,6 +98,11 @@ def test_moves_out_of_a_condition_drop_and_renormalise():
     assert "one statement later" not in labels            # never after the return
     (d,) = kinds(src, 7, "drop-statement")
     assert "randn_like" not in d.code and "p = p * keep   # zero the future" in d.code
+    # an update that adds something other than noise (a positional table, a residual) is never dropped
+    pe = "def f(self, x):\n    x = x + self.pe[:x.size(0)]\n    return self.drop(x)\n"
+    assert kinds(pe, 2, "drop-statement") == []
+    dup = "def f(opt):\n    opt.step()\n    opt.step()\n    return opt\n"
+    assert kinds(dup, 3, "drop-statement")[0].code.count("opt.step()") == 1
     # a masked_fill with a large negative (masking scores, not probabilities) is no renormalise site
     other = "def att(s, m):\n    p = s.softmax(-1)\n    s = s.masked_fill(m, -1e9)\n    return p\n"
     assert kinds(other, 3, "renormalise") == []
