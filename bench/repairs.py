@@ -5,9 +5,10 @@
 Each file gets a quick check (harness.api.check_file, a warm worker of this process, seed 0), then
 harness.repair.run.repair_check on its result (the same path: candidates re-checked in the sandbox).
   mutants:  located catalogue diagnoses (the mutant's own cause, with a line) that get a verified repair;
-  corpus:   tests/corpus/{reversal,block} bugs: catalogue bugs whose acceptable cause gets a verified repair,
+  corpus:   tests/corpus/{reversal,block} bugs (or --manifest's): catalogue bugs whose acceptable cause gets a verified repair,
             and single-line bugs outside the catalogue that get a verified repair found by search (also: on
-            the bug's own line, +-1);
+            the bug's own line, +-1; and verified by any repair, the usual fix of a cause the engine named
+            included);
   correct:  verified repairs on correct files (must be 0), and every repair's "other checks unchanged" is
             enforced by verify.changed (rejections are counted).
 --timing N: N files re-checked as a plain quick check and as a quick check plus repairs of one diagnosis,
@@ -48,14 +49,18 @@ def mutant_files(tmp: Path) -> list[dict]:
     return out
 
 
-def corpus_files() -> list[dict]:
+def corpus_files(manifests=None) -> list[dict]:
+    """The bugs and correct files of the corpus manifests (default: tests/corpus/{reversal,block}), or of the
+    given manifest files (the blind set: tests/corpus/reversal/unseen/manifest.json)."""
     out = []
-    for a in SINGLE_FILE:
-        doc = json.loads((CORPUS / a / "manifest.json").read_text())
+    for m in manifests or [CORPUS / a / "manifest.json" for a in SINGLE_FILE]:
+        m = Path(m)
+        doc = json.loads(m.read_text())
+        a = doc.get("assignment") or m.parent.name
         for e in doc["entries"]:
             if not e["file"].endswith(".py"):
                 continue
-            out.append({"set": "corpus" if e["kind"] == "bug" else "correct", "file": str(CORPUS / a / e["file"]),
+            out.append({"set": "corpus" if e["kind"] == "bug" else "correct", "file": str(m.parent / e["file"]),
                         "name": e["file"], "assignment": a, "cause": e.get("catalogue_cause"),
                         "acceptable": e.get("acceptable_causes") or [], "lines": e.get("lines")})
     return out
@@ -112,6 +117,8 @@ def main():
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--timing", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
+    ap.add_argument("--manifest", action="append", default=None,
+                    help="corpus manifest(s) to read instead of tests/corpus/{reversal,block} (e.g. the blind set)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "repairs.json"))
     ap.add_argument("--summarize", nargs="*", default=None, help="only summarize these result files together")
     a = ap.parse_args()
@@ -120,7 +127,7 @@ def main():
         print(json.dumps(summarize(rows), indent=1))
         return
     tmp = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-repairs-"))
-    files = [e for e in mutant_files(tmp) + corpus_files() if e["set"] in a.set.split(",")
+    files = [e for e in mutant_files(tmp) + corpus_files(a.manifest) if e["set"] in a.set.split(",")
              and (not a.only or any(o in e["name"] for o in a.only.split(",")))][:a.limit]
     files = [e for e in files if e["set"] != "corpus" or e["cause"] or len(e["lines"] or []) == 1]   # in a metric
     files.sort(key=lambda e: e["cause"] is None)    # catalogue bugs first: the slow machine may stop a run early
@@ -151,6 +158,8 @@ def summarize(rows) -> dict:
                                                  lambda r: r["set"] == "corpus" and r["cause"] is not None),
         "offcatalogue_single_line_search_verified": rate(
             rows, "verified_search", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
+        "offcatalogue_single_line_verified_any": rate(
+            rows, "verified_any", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
         "offcatalogue_single_line_search_on_bug_line": rate(
             rows, "search_on_line", lambda r: r["set"] == "corpus" and r["cause"] is None and len(r["lines"] or []) == 1),
         "correct_files_with_verified_repairs": sum(1 for r in rows if r["set"] == "correct" and r["verified_any"]),

@@ -41,7 +41,17 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few
 # value edits that apply to any attention op
 SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
-          "bound", "finite-minimum", "scale", "flag")
+          "bound", "finite-minimum", "scale", "flag",
+          # what a call is given or builds (calls.py)
+          "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log",
+          # which statements run and in what order (order.py): the training loop's mechanisms first, then the
+          # plain moves of the statement at the line
+          "zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order", "drop-statement")
+# edits that exist only where their mechanism is in the code (an optimizer's loop without zero_grad, a mask
+# applied to a softmax's output, ...): tried before the generic ones, whatever the line; the plain moves last
+FIRST = ("zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "no-copy",
+         "all-parameters", "activation", "distinct", "finite-log")
+LAST = ("order", "drop-statement")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)
 # never repaired: not a bug of the code's behaviour at a line (the grader, limits, integrity, an interface note)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from . import inputs, sites, statements
+from . import calls, inputs, order, sites, statements
 
 MAX_CANDIDATES = 24
 
@@ -82,7 +82,7 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
         if not (a <= s and e <= b):
             continue
         found = []
-        for ed in sites.EDITORS:
+        for ed in sites.EDITORS + calls.EDITORS:
             found += ed(node)
         found += sites.loss_ignores_pad(node, col.names)
         found += sites.sibling_name(node, col.pairs)
@@ -95,7 +95,8 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
     if len(axes) > 1 and (kinds is None or "reduction-axis" in kinds):    # mean and var/std over one axis together
         _add(out, seen, "reduction-axis", "every reduction of the statement over dim=-1",
              lambda: _replace_all(module, axes), line)
-    for kind, label, make in statements.edits(module, col, a, b) + inputs.edits(module, col, a, b):
+    for kind, label, make in statements.edits(module, col, a, b) + inputs.edits(module, col, a, b) + \
+            order.edits(module, col, a, b):
         if kinds is None or kind in kinds:
             _add(out, seen, kind, label, make, line)
     return out[:MAX_CANDIDATES]
@@ -125,3 +126,39 @@ def _add(out, seen, kind, label, make, line):
     if code not in seen:
         seen.add(code)
         out.append(Candidate(kind, label, code, line))
+
+
+
+def _assigned_names(stmt) -> set:
+    if not (len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)):
+        return set()
+    return {t.value for tgt in stmt.body[0].targets for t in ([tgt.target] if not isinstance(tgt.target, cst.Tuple)
+            else [el.value for el in tgt.target.elements]) if isinstance(t, cst.Name)}
+
+
+def related(source: str, line: int) -> list[int]:
+    """Lines next to the diagnosed one in the data's path, in the same function: the statement that last
+    made a value the line reads (where a bad value came from), the first later one that reads a value the
+    line makes (where it is used wrongly), and the condition the line runs under."""
+    parsed = parse(source)
+    if parsed is None or not isinstance(line, int):
+        return []
+    _, col = parsed
+    a, b = span(col, line)
+    fns = [(s, e) for n, s, e in col.nodes if isinstance(n, cst.FunctionDef) and s <= a <= e]
+    if not fns:
+        return []
+    lo, hi = max(fns)[0], min(e for s, e in fns if s == max(fns)[0])
+    names = [(n.value, s) for n, s, e in col.nodes if isinstance(n, cst.Name)]
+    reads = {v for v, s in names if a <= s <= b}
+    here = next((st for st, s, e in col.stmts if s == a and e == b), None)
+    made = _assigned_names(here) if here is not None else set()
+    before = [s for st, s, e in col.stmts if lo <= s and e < a and _assigned_names(st) & reads]
+    after = [s for st, s, e in col.stmts if b < s <= hi and {v for v, x in names if s <= x <= e} & made]
+    guard = [s for n, s, e in col.nodes if isinstance(n, cst.If) and s < a and b <= e and
+             any(x <= a for _, x, _ in [(st, sx, ex) for st, sx, ex in col.nodes if st is n.body])]
+    out = []
+    for ln in ([max(before)] if before else []) + ([min(after)] if after else []) + ([max(guard)] if guard else []):
+        if ln not in out and ln != a:
+            out.append(ln)
+    return out

@@ -135,6 +135,13 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
                         whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
                     out.append(("unused-mask", f"{n}={n} passed on (a parameter nothing used)",
                                 lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
+                if s >= line and e <= line + len(_code(stmt).splitlines()) and call.args and \
+                        all(a.keyword is None and not a.star for a in call.args) and _code(call.func) != "super":
+                    args = list(call.args)      # layer(x) -> layer(x, mask): the mask as the next argument
+                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    args.append(cst.Arg(value=cst.Name(n)))
+                    out.append(("unused-mask", f"{n} passed on as the next argument (a parameter nothing used)",
+                                lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
     return out
 
 

@@ -21,7 +21,7 @@ PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} |
 FAILED = ("fail", "error")
 _CITED = re.compile(r"^(?:also explains |also (?:unreliable[^:]*: )?)?([a-z0-9][a-z0-9-]*): ")
 MAX_DIAGNOSES = 3          # repairs are tried for the first few problem diagnoses (ranked)
-MAX_TRIES = {"catalogue": 6, "search": 8}
+MAX_TRIES = {"catalogue": 6, "search": 10}
 
 
 def cited(diagnosis: dict, before: dict) -> list[str]:
@@ -99,8 +99,9 @@ def diff(source: str, code: str, name: str) -> str:
                                         n=1))
 
 
-def search_lines(d: dict, before: dict, targets: list[str]) -> list[int]:
-    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line."""
+def search_lines(d: dict, before: dict, targets: list[str], source: str = "") -> list[int]:
+    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line,
+    then the lines next to the last of these in the data's path (edit.related)."""
     out = []
     for t in targets:
         div = ((before.get(t) or {}).get("data") or {}).get("divergence")
@@ -109,7 +110,11 @@ def search_lines(d: dict, before: dict, targets: list[str]) -> list[int]:
     line = (d.get("location") or {}).get("line")
     if isinstance(line, int) and line not in out:
         out.append(line)
-    return out[:2]
+    out = out[:2]
+    for ln in edit.related(source, out[-1]) if out else []:    # where its value was made, used, guarded
+        if ln not in out:
+            out.append(ln)
+    return out
 
 
 def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected):
@@ -157,8 +162,9 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
             return r
     # the usual fix failed, had no edit at the line, or the cause has none: the generic search
     seen = set(tried)
-    cands = [c for ln in search_lines(d, before, targets) for c in edit.candidates(source, ln, catalogue.SEARCH)
+    cands = [c for ln in search_lines(d, before, targets, source) for c in edit.candidates(source, ln, catalogue.SEARCH)
              if c.code not in seen]
+    cands.sort(key=lambda c: 0 if c.kind in catalogue.FIRST else 2 if c.kind in catalogue.LAST else 1)   # stable
     r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
                 tried, rejected)
     if r is not None:

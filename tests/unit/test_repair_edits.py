@@ -107,14 +107,20 @@ def test_unused_mask_is_used():
 
 def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
     src = "def f(s):\n    a = torch.softmax(s, dim=-2)\n    b = 1\n"
-    assert edit.candidates(src, 3) == []
+    # no expression edit of line 2 from line 3; the one statement edit moves line 3's statement, both texts kept
+    (c,) = edit.candidates(src, 3)
+    assert c.kind == "order" and c.code == "def f(s):\n    b = 1\n    a = torch.softmax(s, dim=-2)\n"
     assert edit.candidates("def f(:\n", 1) == []
 
 
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup"}
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup",
+                 # calls.py and order.py (tests/unit/test_repair_order.py)
+                 "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "zero-grad",
+                 "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order",
+                 "drop-statement"}
     for cause, kinds in catalogue.BY_CAUSE.items():
         assert set(kinds) <= src_kinds, cause
     assert set(catalogue.SEARCH) <= src_kinds

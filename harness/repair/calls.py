@@ -1,0 +1,99 @@
+"""More small expression edits, on what a call builds or is given rather than on an axis or a mask.
+
+A model trained as a deep copy of itself, an optimizer given one submodule's parameters, a flag tested for
+`is not None` where its value was meant, a Sequential of Linears with no activation between them, one
+module object repeated in a list, a log of a ratio that can be zero. Each editor returns (kind, label, new
+node) for a node of the diagnosed statement, like sites.py; the verifier decides.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from .sites import _name
+
+OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS"}
+ACTIVATIONS = {"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Mish", "Softplus", "GLU"}
+TINY = "1e-12"
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def no_copy(node):
+    """copy.deepcopy(model) -> model: the caller's object is the one trained (or returned)."""
+    if isinstance(node, cst.Call) and _name(node.func) == "deepcopy" and len(node.args) == 1 and \
+            node.args[0].keyword is None and not node.args[0].star:
+        return [("no-copy", f"{_code(node.args[0].value)} itself, not a deep copy", node.args[0].value)]
+    return []
+
+
+def all_parameters(node):
+    """optim.X(model.part.parameters(), ...) -> optim.X(model.parameters(), ...): the whole model trained."""
+    if not (isinstance(node, cst.Call) and _name(node.func) in OPTIMIZERS and node.args):
+        return []
+    first = node.args[0].value
+    if isinstance(first, cst.Call) and _name(first.func) in ("parameters", "named_parameters") and not first.args \
+            and isinstance(first.func, cst.Attribute) and isinstance(first.func.value, cst.Attribute):
+        whole = first.with_changes(func=first.func.with_changes(value=first.func.value.value))
+        args = [node.args[0].with_changes(value=whole)] + list(node.args[1:])
+        return [("all-parameters", f"{_code(whole)} instead of {_code(first)}", node.with_changes(args=args))]
+    return []
+
+
+def truthiness(node):
+    """`flag is not None` -> `flag`, `flag is None` -> `not flag`: a False flag is not None."""
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and
+            isinstance(node.comparisons[0].comparator, cst.Name) and node.comparisons[0].comparator.value == "None"):
+        return []
+    op, left = node.comparisons[0].operator, node.left
+    if isinstance(op, cst.IsNot):
+        return [("truthiness", f"{_code(left)} instead of {_code(node)}", left)]
+    if isinstance(op, cst.Is):
+        return [("truthiness", f"not {_code(left)} instead of {_code(node)}",
+                 cst.UnaryOperation(operator=cst.Not(), expression=left))]
+    return []
+
+
+def activation(node):
+    """nn.Sequential(nn.Linear(..), [nn.Dropout(..),] nn.Linear(..)): no nonlinearity between them, so one
+    linear map; nn.ReLU() after the first Linear."""
+    if not (isinstance(node, cst.Call) and _name(node.func) == "Sequential"):
+        return []
+    names = [_name(a.value.func) if isinstance(a.value, cst.Call) else "" for a in node.args]
+    lin = [i for i, n in enumerate(names) if n == "Linear"]
+    for i, j in zip(lin, lin[1:]):
+        if not any(n in ACTIVATIONS for n in names[i + 1:j]):
+            f = node.args[i].value.func
+            prefix = _code(f.value) + "." if isinstance(f, cst.Attribute) else ""
+            relu = cst.Arg(cst.parse_expression(f"{prefix}ReLU()"), comma=node.args[i].comma
+                           if node.args[i].comma != cst.MaybeSentinel.DEFAULT else
+                           cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            first = node.args[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args = list(node.args[:i]) + [first, relu] + list(node.args[i + 1:])
+            return [("activation", f"{prefix}ReLU() between the two Linear layers", node.with_changes(args=args))]
+    return []
+
+
+def distinct(node):
+    """[Layer(...)] * n -> [Layer(...) for _ in range(n)]: n layers, not one object n times."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and
+            isinstance(node.left, cst.List) and len(node.left.elements) == 1 and
+            isinstance(node.left.elements[0].value, cst.Call)):
+        return []
+    item = _code(node.left.elements[0].value)
+    return [("distinct", f"{_code(node.right)} separate layers, not one object repeated",
+             cst.parse_expression(f"[{item} for _ in range({_code(node.right)})]"))]
+
+
+def finite_log(node):
+    """torch.log(p / q) where p has exact zeros: 0 * log 0 is NaN; the argument clamped at a tiny value."""
+    if not (isinstance(node, cst.Call) and _name(node.func) == "log" and len(node.args) == 1 and
+            isinstance(node.args[0].value, cst.BinaryOperation) and isinstance(node.args[0].value.operator, cst.Divide)):
+        return []
+    inner = cst.parse_expression(f"({_code(node.args[0].value)}).clamp_min({TINY})")
+    return [("finite-log", f"log of the ratio clamped at {TINY} (0 * log 0 is NaN)",
+             node.with_changes(args=[node.args[0].with_changes(value=inner)]))]
+
+
+EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log)
