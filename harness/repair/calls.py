@@ -10,14 +10,11 @@ from __future__ import annotations
 import libcst as cst
 
 from .sites import _name
+from .sites import code as _code
 
 OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS"}
 ACTIVATIONS = {"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Mish", "Softplus", "GLU"}
 TINY = "1e-12"
-
-
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def no_copy(node):

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .sites import code as _code
+
 MAX_EDITS = 6
-
-
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class _Names(cst.CSTVisitor):

@@ -13,6 +13,8 @@ import re
 
 import libcst as cst
 
+from .sites import code as _code
+
 _SCHEDULER = re.compile(r"lr_scheduler|Scheduler\b|\w+LR\b")
 # methods of a tensor: a parameter called only through these is data, not a model
 _TENSOR_METHODS = {"size", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "to", "float", "long",
@@ -21,10 +23,6 @@ _TENSOR_METHODS = {"size", "view", "reshape", "transpose", "permute", "unsqueeze
                    "min", "flip", "type_as", "matmul", "bmm", "chunk", "split", "cpu", "cuda", "int", "bool", "any",
                    "all", "index_select", "gather", "scatter", "fill_", "zero_", "copy_", "masked_fill_", "tril",
                    "triu", "new_tensor", "t", "numpy", "flatten", "view_as", "expand_as", "repeat_interleave"}
-
-
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _method(stmt) -> tuple[str, str] | None:

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+
+def code(node) -> str:
+    """The source text of a node (a repair's label and the text an edit is built from)."""
+    return cst.Module([]).code_for_node(node)
+
+
 REDUCTIONS = {"mean", "var", "std", "sum", "norm", "amax", "amin", "logsumexp", "max", "min", "cumsum"}
 SOFTMAXES = {"softmax", "log_softmax"}
 FINITE_MIN = "-1e9"

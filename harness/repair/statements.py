@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-
-def _code(node) -> str:
-    return cst.Module([]).code_for_node(node)
+from .sites import code as _code
 
 
 def _block_of(col, stmt):
