@@ -264,8 +264,8 @@ def main(argv=None):
     result["skipped_code"] = source.skipped
     result["timings"]["load_s"] = time.perf_counter() - t0
     assignment = a.assignment
-    if assignment == "auto":
-        assignment = assignments.detect(lambda name: hasattr(module, name))   # harness/assignments.py
+    if assignment == assignments.AUTO:
+        assignment = assignments.detect(lambda name: name in vars(module))   # defined, not answered by a __getattr__
     result["assignment"] = assignment
     ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
     result["timings"]["slowdown"] = round(slowdown, 2)
