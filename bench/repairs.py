@@ -11,17 +11,20 @@ harness.repair.run.repair_check on its result (the same path: candidates re-chec
             included);
   correct:  verified repairs on correct files (must be 0), and every repair's "other checks unchanged" is
             enforced by verify.changed (rejections are counted).
---timing N: N files re-checked as a plain quick check and as a quick check plus repairs of one diagnosis,
-alternating, on the same warm worker: the time ratio (issue 30: <= 1.5).
+--timing N: N files (spread over the set) re-checked as a plain quick check and as a quick check plus repairs
+of one diagnosis, alternating, on the same warm worker: the time ratio (issue 30: <= 1.5) of the means, and
+the median of the files' ratios; --no-coverage: the re-checks run the whole quick suite (the comparison).
 Writes bench/results/repairs.json.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,9 +69,15 @@ def corpus_files(manifests=None) -> list[dict]:
     return out
 
 
-def one(e: dict) -> dict:
+def first_limits(coverage: bool) -> Limits:
+    """The check a repair follows: as `check --repair` runs it (recording which functions each probe ran), or
+    without that record (--no-coverage: every re-check runs the whole quick suite, as before)."""
+    return replace(LIM, coverage=coverage)
+
+
+def one(e: dict, coverage: bool = True) -> dict:
     t = time.monotonic()
-    r = check_file(e["file"], assignment=e["assignment"], quick=True, limits=LIM)
+    r = check_file(e["file"], assignment=e["assignment"], quick=True, limits=first_limits(coverage))
     check_s = time.monotonic() - t
     t = time.monotonic()
     repair_check(r, e["file"], limits=LIM)
@@ -89,19 +98,24 @@ def one(e: dict) -> dict:
     return row
 
 
-def timing(files: list[dict], n: int) -> dict:
-    """Plain quick check vs quick check + repairs of one diagnosis, alternating on the same warm pool."""
-    plain, with_repair = [], []
-    for e in files[:n]:
+def timing(files: list[dict], n: int, coverage: bool = True) -> dict:
+    """Plain quick check vs quick check + repairs of one diagnosis, alternating on the same warm pool: the
+    ratio of the means, and the median of the per-file ratios."""
+    per = []
+    for e in files[::max(1, len(files) // n)][:n]:     # spread over the set, not its first n
+        plain, with_repair = [], []
         for mode in ("plain", "repair", "plain", "repair"):
             t = time.monotonic()
-            r = check_file(e["file"], assignment=e["assignment"], quick=True, limits=LIM)
+            r = check_file(e["file"], assignment=e["assignment"], quick=True,
+                           limits=first_limits(coverage) if mode == "repair" else LIM)
             if mode == "repair":
                 repair_check(r, e["file"], limits=LIM, max_diagnoses=1)
             (plain if mode == "plain" else with_repair).append(time.monotonic() - t)
-    p, q = sum(plain) / len(plain), sum(with_repair) / len(with_repair)
-    return {"files": [e["name"] for e in files[:n]], "plain_s": round(p, 2), "with_repair_s": round(q, 2),
-            "ratio": round(q / p, 2)}
+        per.append((e["name"], statistics.mean(plain), statistics.mean(with_repair)))
+    p, q = statistics.mean(x[1] for x in per), statistics.mean(x[2] for x in per)
+    return {"files": [x[0] for x in per], "plain_s": round(p, 2), "with_repair_s": round(q, 2),
+            "ratio": round(q / p, 2), "median_ratio": round(statistics.median(x[2] / x[1] for x in per), 2),
+            "per_file": {x[0]: round(x[2] / x[1], 2) for x in per}, "coverage": coverage}
 
 
 def rate(rows, key, among) -> str:
@@ -117,6 +131,8 @@ def main():
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--timing", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
+    ap.add_argument("--no-coverage", action="store_true", help="checks without the record of which functions each "
+                    "probe ran: every re-check runs the whole quick suite (the comparison)")
     ap.add_argument("--manifest", action="append", default=None,
                     help="corpus manifest(s) to read instead of tests/corpus/{reversal,block} (e.g. the blind set)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "repairs.json"))
@@ -133,7 +149,7 @@ def main():
     files.sort(key=lambda e: e["cause"] is None)    # catalogue bugs first: the slow machine may stop a run early
     rows = []
     for e in ([] if a.timing_only else files):
-        row = one(e)
+        row = one(e, coverage=not a.no_coverage)
         rows.append(row)
         write_json_atomic({"rows": rows, "partial": True}, a.out)
         top = row["diagnoses"][0] if row["diagnoses"] else {}
@@ -142,7 +158,7 @@ def main():
               f"{(top.get('repair') or {}).get('label', '')}", flush=True)
     out = {"rows": rows, "summary": summarize(rows)}
     if a.timing:
-        out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing)
+        out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing, coverage=not a.no_coverage)
     print(json.dumps(out["summary"], indent=1))
     if a.timing:
         print(json.dumps(out["timing"]))

@@ -197,7 +197,7 @@ def main(argv=None):
     torch.set_num_threads(lim.threads or 1)
     t_dynamo = time.perf_counter()
     from .calibrate import slowdown as _slowdown
-    slowdown = _slowdown()
+    slowdown = lim.slowdown if lim.slowdown >= 1.0 else _slowdown()    # given: a repair's re-check
     t_cal = time.perf_counter()
     from . import child_side, loader
     from .capture import capture
@@ -222,7 +222,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     result = {"checks": [], "skipped_code": [], "artifacts": {}, "timings": dict(startup), "load": {"ok": False}}
     send({"event": MSG_PHASE, "name": "load"})
-    from . import lm_loader, on_demand
+    from . import lm_loader, on_demand, reached
+    reach = reached.Reach(lim.coverage)     # which functions each probe ran: a repair's re-check reads it
     raw = None
     if not os.path.isdir(a.path):   # a folder is an `lm` repository
         with open(a.path, "rb") as f:
@@ -236,7 +237,8 @@ def main(argv=None):
             source = loader.read_source(a.shown(), raw)
             source.run_path = a.path  # frames name the copy that runs; locations show the user's name
             guard.set_student(source.code_path, source.text)   # whose changes count: this file's
-            module = loader.load(source, timeout_s=lim.load_timeout_s)
+            with reach.during(reached.LOAD):
+                module = loader.load(source, timeout_s=lim.load_timeout_s, compile_with=reach.compile)
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
         if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):
@@ -267,7 +269,7 @@ def main(argv=None):
     if assignment == assignments.AUTO:
         assignment = assignments.detect(lambda name: name in vars(module))   # defined, not answered by a __getattr__
     result["assignment"] = assignment
-    ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown)
+    ctx = GuardedContext(module, source, assignment, a.seed, a.device, a.quick, slowdown=slowdown, reach=reach)
     result["timings"]["slowdown"] = round(slowdown, 2)
     contract_ok = True
 
@@ -281,7 +283,8 @@ def main(argv=None):
                 raise Skip("the required names are missing")
             seed_all(a.seed, probe.id)
             # a name their function needs from skipped top-level code: evaluated when safe, else a skip
-            checks = on_demand.run_probe(lambda: probe.fn(ctx), module.__dict__, source, Skip)
+            with reach.during(probe.id):
+                checks = on_demand.run_probe(lambda: probe.fn(ctx), module.__dict__, source, Skip)
             if not isinstance(checks, list):
                 raise TypeError(f"probe {probe.id} returned {type(checks).__name__}")
         except Skip as e:
@@ -349,6 +352,8 @@ def main(argv=None):
         result["checks"].insert(0, tamper_check(check, guard, source))
     add_integrity(result, check, audit, guard, source, captured)
     result["artifacts"] = ctx.artifacts
+    if reach.on:
+        result["coverage"] = reach.record()
     result["stdout"] = captured.getvalue()
     result["timings"]["total_s"] = time.perf_counter() - t0
     send({"event": MSG_RESULT, "result": result})

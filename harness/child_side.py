@@ -80,6 +80,8 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | No
             out["timings"][p.id] = round(time.perf_counter() - t, 3)
         n_find, n_acc, n_mod, n_parts, art, n_dropped = marks
         out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
+        if ctx.reach is not None and ctx.reach.on:
+            out["coverage"] = {p.id: ctx.reach.by.get(p.id, []) for p in probes}
         out["guard"] = {"findings": guard.findings[n_find:], "lines": guard.lines[n_find:],
                         "accepted": guard.accepted[n_acc:], "module_changes": guard.module_changes[n_mod:]}
         out["audit"] = [[list(k), rec] for k, rec in audit.records.items()]
@@ -183,6 +185,8 @@ def _merge_integrity(report: dict, guard, audit, captured, ctx) -> None:
     captured.write(str(report.get("printed") or ""))
     dropped = report.get("printed_dropped")
     captured.dropped += dropped if isinstance(dropped, int) and dropped > 0 else 0
+    if ctx.reach is not None:
+        ctx.reach.merge_from(report.get("coverage"))
     arts = report.get("artifacts")
     if isinstance(arts, dict):
         ctx.artifacts.update(arts)

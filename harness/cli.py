@@ -5,6 +5,7 @@ import importlib
 import os
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -185,7 +186,9 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
     try:
-        result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=limits,
+        # with --repair the check records which functions each probe ran: a re-check skips the others
+        first = replace(limits, coverage=True) if repair and device == "cpu" and file.suffix == ".py" else limits
+        result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=first,
                             on_event=progress.phase, daemon=daemon, say=progress.note)
         if repair and device == "cpu":
             _repair(result, file, seed, limits, daemon, progress)

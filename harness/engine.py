@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import __version__
+from . import __version__, reached
 from .assignments import DEFAULT, assignment_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
@@ -65,7 +65,8 @@ def validate_payload(p) -> dict:
     return {"checks": checks, "load": _clean(load), "skipped_code": _clean(skipped),
             "artifacts": _clean(p.get("artifacts")) if isinstance(p.get("artifacts"), dict) else {},
             "stdout": str(p.get("stdout", ""))[:200_000], "timings": timings,
-            "assignment": p.get("assignment") if p.get("assignment") in ASSIGNMENTS else None}
+            "assignment": p.get("assignment") if p.get("assignment") in ASSIGNMENTS else None,
+            "coverage": reached.clean(p.get("coverage"))}
 
 
 def _diag(cause_id, confidence, evidence, location=None, fix=None, title=None):
@@ -266,6 +267,8 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
     base.update(checks=p["checks"], skipped_code=p["skipped_code"], artifacts=p["artifacts"],
                 stdout=p["stdout"] + (outcome.stdout[-20_000:] if outcome.stdout.strip() else ""))
     base["timings"].update({k: round(v, 3) for k, v in p["timings"].items() if k != "total_s"})
+    if p["coverage"]:          # check --repair only: which functions each probe ran (repair/verify.py reads it)
+        base["coverage"] = p["coverage"]
     base["assignment"] = p["assignment"] or base["assignment"] or DEFAULT.name
     load = p["load"] or {}
     if not load.get("ok"):

@@ -177,15 +177,17 @@ def load_limit(timeout_s: float):
         signal.signal(signal.SIGALRM, old)
 
 
-def load(source: Source, module_name: str = "submission", timeout_s: float = LOAD_TIMEOUT_S) -> types.ModuleType:
-    """Execute the kept definitions in a fresh module; errors become SubmissionError."""
+def load(source: Source, module_name: str = "submission", timeout_s: float = LOAD_TIMEOUT_S,
+         compile_with=None) -> types.ModuleType:
+    """Execute the kept definitions in a fresh module; errors become SubmissionError. compile_with(tree, path):
+    another compiler (reached.Reach.compile: every function first records that it ran)."""
     import sys
     import traceback
 
     from . import lazy_import
     tree = filter_module(source)
     lazy = lazy_import.rewrite(tree)      # plotting libraries for the skipped experiments: imported when used
-    code = compile(tree, source.code_path, "exec")
+    code = compile_with(tree, source.code_path) if compile_with else compile(tree, source.code_path, "exec")
     module = types.ModuleType(module_name)
     module.__file__ = source.code_path
     if lazy:

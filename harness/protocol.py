@@ -61,6 +61,8 @@ class Limits:
     warm: bool = False       # a fork of a warm worker instead of a new interpreter (warm.py; CPU only)
     only_probes: str = ""    # comma-separated probe ids: run just these (a repair's first re-check, repair/verify.py)
     extra_probes: str = ""   # comma-separated probe ids run beside the suite even when --quick skips them
+    coverage: bool = False   # record which of the submission's functions each probe ran (harness/reached.py)
+    slowdown: float = 0.0    # >= 1: the time budgets' stretch the checked run measured (a repair's re-checks reuse it)
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,7 @@ class Result(_Record):
     timings: dict = ABSENT
     error: ErrorInfo | None = ABSENT
     reference: dict = ABSENT             # reversal with training: the reference's own curves, for the figures
+    coverage: dict = ABSENT              # check --repair: probe id -> [[first, last] line] of the functions it ran
     extra: dict = field(default_factory=dict)
     REQUIRED: ClassVar[tuple] = ("schema", "harness_version", "submission", "assignment", "quick", "verdict",
                                  "diagnoses", "checks", "skipped_code", "stdout", "stderr", "artifacts",

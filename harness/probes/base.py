@@ -85,6 +85,7 @@ class Context:
     artifacts: dict = field(default_factory=dict)
     cache: dict = field(default_factory=dict)
     slowdown: float = 1.0   # this machine's speed against the nominal one, measured on the reference
+    reach: Any = None       # reached.Reach: which functions each probe ran (check --repair)
 
     def budget(self, seconds: float) -> float:
         """A time budget for student code, stretched on a slow or loaded machine."""

@@ -38,6 +38,12 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "no-warmup": ("warmup",),
 }
 
+# kinds whose edits at one statement are tried from the end of the line back: a shift's target is the later of
+# the pair (`inputs, targets = X[:, :-1], X[:, :-1]`: the copy; `model(src, tgt_out)`: the decoder's input, the
+# last argument), as the convention writes inputs before targets. Elsewhere the editors' order stands (an
+# argument added to a call lands at its closing bracket, so for calls "later" would mean the outer call)
+LATER_FIRST = ("shift",)
+
 # first-divergence search: the small generic edits (axis, transpose, polarity, off by one) and the few
 # value edits that apply to any attention op
 SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",

@@ -6,6 +6,9 @@ text alone: nothing is imported or executed.
 """
 from __future__ import annotations
 
+import ast
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -24,22 +27,18 @@ class Candidate:
     line: int       # the line of the statement it edits
 
 
-class _Collect(cst.CSTVisitor):
-    """Every node with its position, and the innermost simple statement holding each line."""
-    METADATA_DEPENDENCIES = (PositionProvider,)
+class _Names(cst.CSTVisitor):
+    """What the editors need from the whole file: every name, the names assigned together (a, b = ...:
+    tgt_in <-> tgt_out) and every function (order.py: which ones call .eval())."""
 
     def __init__(self):
-        self.nodes, self.stmts, self.names = [], [], set()
-        self.pairs = {}      # a, b = ...: each name -> the others assigned with it (tgt_in <-> tgt_out)
+        self.names, self.pairs, self.functions = set(), {}, []
 
     def on_visit(self, node) -> bool:
-        pos = self.get_metadata(PositionProvider, node, None)
-        if pos is not None:
-            self.nodes.append((node, pos.start.line, pos.end.line))
-            if isinstance(node, cst.SimpleStatementLine):
-                self.stmts.append((node, pos.start.line, pos.end.line))
         if isinstance(node, cst.Name):
             self.names.add(node.value)
+        elif isinstance(node, cst.FunctionDef):
+            self.functions.append(node)
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
             names = [e.value.value for e in node.targets[0].target.elements if isinstance(e.value, cst.Name)]
             for n in names:
@@ -47,15 +46,65 @@ class _Collect(cst.CSTVisitor):
         return True
 
 
-def parse(source: str):
-    """(wrapper, collected) or None when LibCST cannot parse the text (a notebook, a syntax error)."""
+class _Collect(cst.CSTVisitor):
+    """Every node with its position (lines of the whole file), and each simple statement's lines."""
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, whole: _Names, offset: int = 0):
+        self.nodes, self.stmts, self.offset = [], [], offset
+        self.names, self.pairs, self.functions = whole.names, whole.pairs, whole.functions
+
+    def on_visit(self, node) -> bool:
+        pos = self.get_metadata(PositionProvider, node, None)
+        if pos is not None and not isinstance(node, cst.Module):
+            a, b = pos.start.line + self.offset, pos.end.line + self.offset
+            self.nodes.append((node, a, b))
+            if isinstance(node, cst.SimpleStatementLine):
+                self.stmts.append((node, a, b))
+        return True
+
+
+@functools.lru_cache(maxsize=4)
+def _whole(source: str):
+    """(the module, what _Names found in it), or None when LibCST cannot parse the text."""
     try:
-        wrapper = MetadataWrapper(cst.parse_module(source))
-        col = _Collect()
-        wrapper.visit(col)
+        module = cst.parse_module(source)
+        names = _Names()
+        module.visit(names)
     except Exception:          # noqa: BLE001 - any text LibCST refuses is simply not repaired
         return None
-    return wrapper, col
+    return module, names
+
+
+@functools.lru_cache(maxsize=16)
+def parse(source: str, line: int | None = None):
+    """(module, collected) or None when LibCST cannot parse the text (a notebook, a syntax error).
+
+    With `line`, only the top-level function or class holding it is collected with positions (positions cost
+    a code generation of what they cover: ~0.2 s for a whole lesson file, ~0.01 s for one class); its nodes
+    are the module's own, so an edit still rebuilds the whole file. Cached: the repairs of one file ask
+    once per line, and nothing here changes a tree (edits make new ones)."""
+    whole = _whole(source)
+    if whole is None:
+        return None
+    module, names = whole
+    offset, part = len(module.header), None
+    for stmt in module.body if line is not None else ():
+        n = module.code_for_node(stmt).count("\n")          # the statement's own lines, comments before it too
+        if offset < line <= offset + n:
+            part = stmt if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else None
+            break
+        offset += n
+    try:
+        if part is None:       # a line at the top level (or none given): the whole file
+            wrapper, offset = MetadataWrapper(module, unsafe_skip_copy=True), 0
+        else:
+            wrapper = MetadataWrapper(module.with_changes(body=[part], header=[], footer=[]), unsafe_skip_copy=True)
+        col = _Collect(names, offset)
+        wrapper.visit(col)
+    except Exception:          # noqa: BLE001
+        return None
+    return module, col
 
 
 def span(col: _Collect, line: int) -> tuple[int, int]:
@@ -68,16 +117,50 @@ def span(col: _Collect, line: int) -> tuple[int, int]:
     return best or (line, line)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An edit known for a line, its text not yet made (making it rebuilds the module: ~0.1 s each)."""
+    kind: str
+    label: str
+    make: Callable[[], str]
+    line: int
+
+
 def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candidate]:
     """Every small edit the editors know for the statement at `line` (only `kinds` when given), each
     producing a file that still parses; duplicates (the same patched text) once."""
-    parsed = parse(source)
-    if parsed is None or not isinstance(line, int):
+    return list(made(pending(source, line, kinds), {source}))
+
+
+def made(pend: Iterable[Pending], seen: set, limit: int = MAX_CANDIDATES) -> Iterator[Candidate]:
+    """The edits' texts, made one at a time as they are asked for: those that parse, each text once (`seen`
+    holds the texts already given, the original's included, and grows)."""
+    n = 0
+    for p in pend:
+        if n >= limit:
+            return
+        try:
+            code = p.make()
+            ast.parse(code)
+        except Exception:          # noqa: BLE001 - an edit that does not give valid Python is no candidate
+            continue
+        if code not in seen:
+            seen.add(code)
+            n += 1
+            yield Candidate(p.kind, p.label, code, p.line)
+
+
+def pending(source: str, line: int, kinds: tuple | None = None) -> list[Pending]:
+    """The edits known for the statement at `line` (only `kinds` when given), in the editors' order."""
+    if not isinstance(line, int):
         return []
-    wrapper, col = parsed
+    parsed = parse(source, line)
+    if parsed is None:
+        return []
+    module, col = parsed
     a, b = span(col, line)
-    module = wrapper.module
-    out, seen, pairs = [], {source}, []
+    out: list[Pending] = []
+    pairs = []
     for node, s, e in col.nodes:
         if not (a <= s and e <= b):
             continue
@@ -90,16 +173,16 @@ def candidates(source: str, line: int, kinds: tuple | None = None) -> list[Candi
             pairs.append((node, new, kind))
             if kinds is not None and kind not in kinds:
                 continue
-            _add(out, seen, kind, label, lambda n=node, w=new: module.deep_replace(n, w).code, line)
+            out.append(Pending(kind, label, lambda n=node, w=new: module.deep_replace(n, w).code, line))
     axes = [(n, w) for n, w, k in pairs if k == "reduction-axis"]
     if len(axes) > 1 and (kinds is None or "reduction-axis" in kinds):    # mean and var/std over one axis together
-        _add(out, seen, "reduction-axis", "every reduction of the statement over dim=-1",
-             lambda: _replace_all(module, axes), line)
+        out.append(Pending("reduction-axis", "every reduction of the statement over dim=-1",
+                           lambda: _replace_all(module, axes), line))
     for kind, label, make in statements.edits(module, col, a, b) + inputs.edits(module, col, a, b) + \
             order.edits(module, col, a, b):
         if kinds is None or kind in kinds:
-            _add(out, seen, kind, label, make, line)
-    return out[:MAX_CANDIDATES]
+            out.append(Pending(kind, label, make, line))
+    return out
 
 
 class _ReplaceAll(cst.CSTTransformer):
@@ -117,17 +200,6 @@ def _replace_all(module, pairs):
     return module.visit(_ReplaceAll(pairs)).code
 
 
-def _add(out, seen, kind, label, make, line):
-    try:
-        code = make()
-        cst.parse_module(code)
-    except Exception:          # noqa: BLE001 - an edit that does not give valid Python is no candidate
-        return
-    if code not in seen:
-        seen.add(code)
-        out.append(Candidate(kind, label, code, line))
-
-
 
 def _assigned_names(stmt) -> set:
     if not (len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)):
@@ -140,8 +212,10 @@ def related(source: str, line: int) -> list[int]:
     """Lines next to the diagnosed one in the data's path, in the same function: the statement that last
     made a value the line reads (where a bad value came from), the first later one that reads a value the
     line makes (where it is used wrongly), and the condition the line runs under."""
-    parsed = parse(source)
-    if parsed is None or not isinstance(line, int):
+    if not isinstance(line, int):
+        return []
+    parsed = parse(source, line)
+    if parsed is None:
         return []
     _, col = parsed
     a, b = span(col, line)

@@ -36,7 +36,8 @@ def edits(module: cst.Module, col, a: int, b: int) -> list:
     local = set(params) | {n for n, k in v.count.items() if k > 1}
     idle = [n for n, k in v.count.items() if k == 1 and n not in ("self", fn.name.value) and not n.startswith("_") and
             (n in params or n in col.names)]
-    idle = [n for n in idle if n in params or _assigned(fn, n)]
+    made = _assigned(fn) if any(n not in params for n in idle) else set()
+    idle = [n for n in idle if n in params or n in made]
     if not idle:
         return []
     on_line = [(node, s) for node, s, e in col.nodes if a <= s and e <= b]
@@ -83,15 +84,15 @@ def _targets(on_line) -> set:
     return {_code(t) for n, _ in on_line if isinstance(n, cst.AssignTarget) for t in [n.target]}
 
 
-def _assigned(fn, name: str) -> bool:
-    """`name = ...` somewhere in fn (a local that is computed, then never read)."""
-    found = []
+def _assigned(fn) -> set:
+    """Every name with `name = ...` somewhere in fn (a local that is computed, then never read): one walk."""
+    found = set()
 
     class V(cst.CSTVisitor):
         def visit_AssignTarget(self, node):
             for t in ([node.target] if not isinstance(node.target, cst.Tuple) else
                       [e.value for e in node.target.elements]):
-                if isinstance(t, cst.Name) and t.value == name:
-                    found.append(t)
+                if isinstance(t, cst.Name):
+                    found.add(t.value)
     fn.visit(V())
-    return bool(found)
+    return found

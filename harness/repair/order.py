@@ -170,7 +170,7 @@ def _train_mode(module, col, fn, loop, inner, calls) -> list:
     calls eval(), called in the loop): train() again at the start of every step."""
     if any(m[1] in ("train", "eval") for m, *_ in calls) or not isinstance(loop.body, cst.IndentedBlock):
         return []
-    evals = {n.name.value for n, _, _ in col.nodes if isinstance(n, cst.FunctionDef) and ".eval()" in _code(n.body)}
+    evals = {n.name.value for n in col.functions if ".eval()" in _code(n.body)}      # of the whole file
     body = _code(loop.body)
     if not any(re.search(rf"\b{re.escape(f)}\(", body) for f in evals):
         return []

@@ -20,6 +20,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     """Add `repair` to the result's diagnoses (in place); the run's timing, or None when nothing applies (a
     notebook, a repository, a file that did not load)."""
     path = Path(path)
+    coverage = result.pop("coverage", None)     # the check's record of which functions each probe ran
     if not path.is_file() or path.suffix != ".py" or not result.get("checks") or not result.get("diagnoses"):
         return None
     try:
@@ -27,20 +28,23 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     except (OSError, UnicodeDecodeError):
         return None
     lim = limits or Limits()
+    slowdown = result.get("timings", {}).get("slowdown")            # the machine as the check measured it
+    slowdown = float(slowdown) if isinstance(slowdown, (int, float)) and 1.0 <= slowdown <= 100 else 0.0
     daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name
 
         def recheck(code: str, only: str, extra: str) -> dict:
             copy.write_text(code, encoding="utf-8")
-            run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon)
+            run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
+                              slowdown=slowdown)
             r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
                            limits=run_lim, daemon=daemon and not run_lim.warm, say=say)
             out = {}
             for c in r.get("checks", []):
                 out.setdefault(c["id"], c)
             return out
-        stats = verify.repair(result, source, path.name, recheck, max_diagnoses)
+        stats = verify.repair(result, source, path.name, recheck, max_diagnoses, coverage)
     result.setdefault("timings", {})["repair_s"] = stats["repair_s"]
     return stats
 

@@ -108,9 +108,9 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
     fn.visit(v)
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
     from .inputs import _assigned
-    passed = _call_args(fn)
+    passed, made = _call_args(fn), _assigned(fn)
     maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or n in (
-        "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or _assigned(fn, n))]
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or n in made)]
     # built and never read, or a parameter (however defaulted) that no call is ever given
     idle = [n for n in maskish if v.count[n] == 1 or (n in params and n not in passed)]
     out = []

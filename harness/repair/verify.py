@@ -11,13 +11,19 @@ edit that passed them; the first candidate, usually the repair, goes to the quic
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import time
 
 from ..checks import DECLARED
+from .. import reached
 from . import catalogue, edit
 
 PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
+OWNERS: dict[str, set] = {}            # a check id -> every probe that declares it (a few ids are shared)
+for _probe, _checks in DECLARED.items():
+    for _c in list(_checks) + [type("P", (), {"id": _probe})]:
+        OWNERS.setdefault(_c.id, set()).add(_probe)
 FAILED = ("fail", "error")
 _CITED = re.compile(r"^(?:also explains |also (?:unreliable[^:]*: )?)?([a-z0-9][a-z0-9-]*): ")
 MAX_DIAGNOSES = 3          # repairs are tried for the first few problem diagnoses (ranked)
@@ -117,16 +123,57 @@ def search_lines(d: dict, before: dict, targets: list[str], source: str = "") ->
     return out
 
 
-def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected):
+def edited_lines(source: str, code: str) -> set[int]:
+    """The lines of the original file an edit touches (1-based): those it replaces or removes, and the two
+    either side of a place where it only inserts."""
+    sm = difflib.SequenceMatcher(None, source.splitlines(), code.splitlines(), autojunk=False)
+    out: set[int] = set()
+    for op, i1, i2, _, _ in sm.get_opcodes():
+        if op in ("replace", "delete"):
+            out.update(range(i1 + 1, i2 + 1))
+        elif op == "insert":
+            out.update({i1, i1 + 1} - {0})
+    return out
+
+
+def _recheck_plan(code: str, source: str, before: dict, coverage: dict | None, cited_probes: list[str]):
+    """(the probes to re-run beyond the cited ones, the probes carried over) when the record of which functions
+    each probe ran (reached.py) tells which ones reached the edit; None: the whole quick suite re-runs."""
+    by = coverage.get("probes") if coverage else None
+    if not by:
+        return None
+    ran = set(by) - {reached.LOAD}
+    if any(i in OWNERS and not OWNERS[i] & ran for i in before):     # a check whose probe left no record
+        return None
+    sel = reached.to_rerun(coverage, edited_lines(source, code), ran)
+    if sel is None:
+        return None
+    return sorted(sel - set(cited_probes)), sorted(ran - sel - set(cited_probes))
+
+
+def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected, coverage=None):
     """The first candidate that verifies, as a `repair`; None when none does (tried/rejected are filled)."""
-    only = extra = ",".join(_probes(targets))
+    cited_p = _probes(targets)
+    only = extra = ",".join(cited_p)
     for c in cands:
         tried.append(c.code)
-        # the first candidate (the cause's usual fix, which mostly repairs) goes straight to the whole suite;
-        # later ones pass the cited checks' probes alone first
-        if len(tried) > 1 and not _passes(recheck(c.code, only, ""), targets):
-            continue
-        full = recheck(c.code, "", extra)
+        plan = _recheck_plan(c.code, source, before, coverage, cited_p)
+        # the first candidate (the cause's usual fix, which mostly repairs) goes straight to every probe it
+        # needs; later ones pass the cited checks' probes alone first
+        first = None
+        if len(tried) > 1 or (plan is not None and not plan[0]):
+            first = recheck(c.code, only, "")
+            if not _passes(first, targets):
+                continue
+        carried: list[str] = []
+        if plan is None:
+            full = recheck(c.code, "", extra)
+        else:
+            rest, carried = plan
+            todo = rest if first is not None else sorted(set(rest) | set(cited_p))
+            full = dict(first or {})
+            if todo:
+                full.update(recheck(c.code, ",".join(todo), ""))
         moved = changed(before, full, targets, others_cited)
         if not _passes(full, targets) or moved:
             rejected.append({"label": c.label, "changed": moved})
@@ -140,11 +187,12 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                                      and (full.get(i) or {}).get("status") in ("pass", "skip")),
                 "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and
                                      (before.get(i) or {}).get("status") == "pass"),
-                "tried": len(tried)}
+                "tried": len(tried), "carried": carried}
     return None
 
 
-def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck) -> dict | None:
+def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck,
+            coverage: dict | None = None) -> dict | None:
     """The `repair` of one diagnosis: the cause's usual edits at its line, then (none verified, or a failure
     outside the catalogue) the generic search where the property first broke. None: no edit to try."""
     targets = cited(d, before)
@@ -154,19 +202,21 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     kinds = catalogue.BY_CAUSE.get(d["id"])
     line = (d.get("location") or {}).get("line")
     if kinds and isinstance(line, int):
-        cands = sorted(edit.candidates(source, line, kinds), key=lambda c: kinds.index(c.kind))
-        r = _verify(cands[:MAX_TRIES["catalogue"]], source, name, before, targets, others_cited, recheck,
-                    "catalogue", tried, rejected)
+        # in the cause's order of kinds; within a LATER_FIRST kind the later change first
+        made = edit.made(edit.pending(source, line, kinds), {source}, MAX_TRIES["catalogue"])
+        cands = sorted(made, key=lambda c: (kinds.index(c.kind), -len(os.path.commonprefix([source, c.code]))
+                                            if c.kind in catalogue.LATER_FIRST else 0))
+        r = _verify(cands, source, name, before, targets, others_cited, recheck,
+                    "catalogue", tried, rejected, coverage)
         usual = len(tried)
         if r is not None:
             return r
     # the usual fix failed, had no edit at the line, or the cause has none: the generic search
-    seen = set(tried)
-    cands = [c for ln in search_lines(d, before, targets, source) for c in edit.candidates(source, ln, catalogue.SEARCH)
-             if c.code not in seen]
-    cands.sort(key=lambda c: 0 if c.kind in catalogue.FIRST else 2 if c.kind in catalogue.LAST else 1)   # stable
-    r = _verify(cands[:MAX_TRIES["search"]], source, name, before, targets, others_cited, recheck, "search",
-                tried, rejected)
+    pend = [p for ln in search_lines(d, before, targets, source) for p in edit.pending(source, ln, catalogue.SEARCH)]
+    pend.sort(key=lambda c: 0 if c.kind in catalogue.FIRST else 2 if c.kind in catalogue.LAST else 1)   # stable
+    cands = edit.made(pend, set(tried) | {source}, MAX_TRIES["search"])
+    r = _verify(cands, source, name, before, targets, others_cited, recheck, "search",
+                tried, rejected, coverage)
     if r is not None:
         return dict(r, usual_tried=usual)
     if not tried:
@@ -175,8 +225,11 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
             "usual_tried": usual, "diff": None, "before": None, "after": None, "rejected": rejected[:3]}
 
 
-def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES) -> dict:
-    """Give the first problem diagnoses a `repair` (in place); adjust confidence and order. Returns timings."""
+def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES,
+           coverage: dict | None = None) -> dict:
+    """Give the first problem diagnoses a `repair` (in place); adjust confidence and order. Returns timings.
+    coverage: which functions each probe of the check ran (reached.py): re-checks skip the probes that never
+    reached an edited line."""
     t0 = time.monotonic()
     before = {c["id"]: c for c in result.get("checks", [])}
     diags = [d for d in result.get("diagnoses", []) if d.get("severity", "problem") != "info"]
@@ -186,7 +239,7 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
         if n >= max_diagnoses:
             break
         others = set().union(*[v for k, v in every.items() if k != d["id"]]) if len(every) > 1 else set()
-        r = try_one(d, source, name, before, others, recheck)
+        r = try_one(d, source, name, before, others, recheck, coverage)
         if r is None:
             continue
         n += 1

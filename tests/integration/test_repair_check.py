@@ -60,3 +60,23 @@ def test_check_fix_writes_a_patched_copy_beside_the_file(tmp_path):
     res = json.loads((tmp_path / "r.json").read_text())
     assert res["schema"] == 1 and res["diagnoses"][0]["repair"]["verified"]
     assert "the edit, re-checked in the sandbox" in (tmp_path / "r.html").read_text()
+
+
+def test_the_record_of_reached_functions_narrows_the_recheck_and_changes_no_check(tmp_path):
+    """With the record (check --repair), the same checks are measured as without it, and the repair of a
+    training-loop bug re-runs only the probe that ran train(): the model's probes are carried over."""
+    from dataclasses import replace
+    f = _mutant(tmp_path, "reversal-target-not-shifted")
+    plain = check_file(f, quick=True, limits=LIM)
+    r = check_file(f, quick=True, limits=replace(LIM, coverage=True))
+    assert [(c["id"], c["status"], c["measured"]) for c in r["checks"]] == \
+        [(c["id"], c["status"], c["measured"]) for c in plain["checks"]]
+    assert set(r["coverage"]["probes"]) >= {"train-trace", "overfit", "causal-leak", "(load)"}
+    repair_check(r, f, limits=LIM, max_diagnoses=1)
+    assert "coverage" not in r                          # read by the repair, never reported
+    rep = next(d["repair"] for d in r["diagnoses"] if d["id"] == "target-not-shifted")
+    assert rep["verified"] and "train-trace" not in rep["carried"]
+    assert {"overfit", "causal-leak", "decode"} <= set(rep["carried"])
+    repair_check(plain, f, limits=LIM, max_diagnoses=1)  # the whole quick suite: the same repair
+    again = next(d["repair"] for d in plain["diagnoses"] if d["id"] == "target-not-shifted")
+    assert again["diff"] == rep["diff"] and again["carried"] == []
