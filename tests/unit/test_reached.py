@@ -169,3 +169,13 @@ def test_a_recheck_runs_only_the_probes_that_reached_the_edit():
     result["diagnoses"][0].pop("repair")
     verify.repair(result, REPAIR_SRC, "m.py", recheck, 1)       # no record: the whole quick suite
     assert calls == [("", "attn-rows-sum")]
+
+
+def test_a_probe_that_could_not_measure_and_now_reports_its_checks_is_no_change():
+    before = {"structure": {"status": "skip"}, "causal-leak": {"status": "fail"}}
+    after = {"distinct-layers": {"status": "pass"}, "ffn-nonlinear": {"status": "pass"},
+             "causal-leak": {"status": "pass"}}
+    assert verify.changed(before, after, ["causal-leak"], set()) == []
+    after["distinct-layers"]["status"] = "fail"      # what it measures now fails: reported
+    assert verify.changed(before, after, ["causal-leak"], set()) == ["distinct-layers: None -> fail",
+                                                                      "structure: skip -> None"]
