@@ -17,9 +17,11 @@ def summary(repair: dict | None, numbers: bool = True) -> str | None:
     who = "found by search, a suggestion" if repair.get("found_by") == "search" else "the usual fix"
     head = f"repair verified ({who}): {repair.get('label')} at line {repair.get('line')}"
     skipped = repair.get("unmeasured") or []
+    carried = repair.get("carried") or []
     return head + (("; " + "; ".join(repair.get("changes") or [])) if numbers else "") + \
         "; every other check unchanged" + (f" (could not measure on the patched file: {', '.join(skipped)})"
-                                           if skipped else "")
+                                           if skipped else "") + \
+        (f" ({len(carried)} probes that never ran the edited code not re-run)" if carried else "")
 
 
 def diff_lines(repair: dict | None) -> list[str]:

@@ -79,6 +79,11 @@ def changed(before: dict, after: dict, targets: list[str], others_cited: set) ->
     return out
 
 
+def _carried(r: dict) -> str:
+    n = len(r.get("carried") or [])
+    return f" ({n} probes that never ran the edited code not re-run)" if n else ""
+
+
 def _measured_now(probe: str, after: dict) -> bool:
     mine = [c for i, c in after.items() if probe in OWNERS.get(i, {i}) and i != probe]
     return bool(mine) and all(c["status"] in ("pass", "skip", "info") for c in mine)
@@ -254,7 +259,7 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
         if r["verified"] and r["found_by"] == "catalogue":
             d["confidence"] = max(d["confidence"], 0.95)
             d["evidence"].append("repair verified: " + "; ".join(r["changes"]) + f" after {r['label']} at line "
-                                 f"{r['line']}, every other check unchanged")
+                                 f"{r['line']}, every other check unchanged" + _carried(r))
             continue
         if r.get("usual_tried"):
             d["confidence"] = round(d["confidence"] * 0.75, 2)
@@ -262,6 +267,6 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
                                  f"edits of line {(d.get('location') or {}).get('line')} tried)")
         if r["verified"]:
             d["evidence"].append(f"a repair found by search at line {r['line']} (a suggestion): {r['label']} (" +
-                                 "; ".join(r["changes"]) + ", every other check unchanged)")
+                                 "; ".join(r["changes"]) + ", every other check unchanged" + _carried(r) + ")")
     result["diagnoses"].sort(key=lambda d: (not (d.get("repair") or {}).get("verified"), -d["confidence"]))
     return {"repair_s": round(time.monotonic() - t0, 3), "repaired": n}

@@ -179,3 +179,11 @@ def test_a_probe_that_could_not_measure_and_now_reports_its_checks_is_no_change(
     after["distinct-layers"]["status"] = "fail"      # what it measures now fails: reported
     assert verify.changed(before, after, ["causal-leak"], set()) == ["distinct-layers: None -> fail",
                                                                       "structure: skip -> None"]
+
+
+def test_the_summary_says_how_many_probes_were_carried_over():
+    from harness.repair import show
+    rep = {"verified": True, "found_by": "catalogue", "label": "dim=-1", "line": 5, "changes": ["a: 1 -> 0"],
+           "carried": ["overfit", "decode"]}
+    assert "2 probes that never ran the edited code not re-run" in show.summary(rep)
+    assert "not re-run" not in show.summary(dict(rep, carried=[]))
