@@ -38,6 +38,13 @@ class Reach:
         """The module's code; with coverage on, every function first records that it ran."""
         if not self.on:
             return compile(tree, path, "exec")
+        try:
+            return self._instrumented(tree, path)
+        except Exception:           # noqa: BLE001 - never a reason to fail a load: no record, the whole suite
+            self.on, self.spans = False, {}
+            return compile(filtered(tree), path, "exec")
+
+    def _instrumented(self, tree: ast.Module, path: str) -> types.CodeType:
         token = "__mtxdiag_reached_" + secrets.token_hex(8)
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(self.spans) >= MAX_FUNCTIONS:
@@ -75,6 +82,20 @@ class Reach:
             for k, v in other.items():
                 if isinstance(k, str) and isinstance(v, list):
                     self.by[k[:64]] = [x for x in v if _int(x)][:MAX_FUNCTIONS]
+
+
+def filtered(tree: ast.Module) -> ast.Module:
+    """The tree without the statements `_instrumented` added (they are the only ones at a recorded line
+    calling `.add` on a string constant)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = [st for st in node.body if not _added(st)] or node.body
+    return tree
+
+
+def _added(st) -> bool:
+    return isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
+        and isinstance(st.value.func.value, ast.Constant) and str(st.value.func.value.value).startswith("__mtxdiag_reached_")
 
 
 def _docstring(node) -> bool:

@@ -187,3 +187,14 @@ def test_the_summary_says_how_many_probes_were_carried_over():
            "carried": ["overfit", "decode"]}
     assert "2 probes that never ran the edited code not re-run" in show.summary(rep)
     assert "not re-run" not in show.summary(dict(rep, carried=[]))
+
+
+def test_a_tree_the_instrumentation_cannot_compile_loads_plainly(monkeypatch):
+    r = reached.Reach(True)
+    monkeypatch.setattr(reached, "_swap", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    mod: dict = {}
+    exec(r.compile(ast.parse(SRC), "s.py"), mod)
+    assert mod["train"](3) == 3 and r.on is False and r.spans == {}
+    with r.during("p"):
+        mod["train"](1)
+    assert r.by == {}
