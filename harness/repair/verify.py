@@ -2,11 +2,11 @@
 
 `recheck(code, only, extra)` runs the normal check path (same sandbox, limits, warm worker) on a copy of the
 submission holding `code`: `only` = just these probes, else the quick suite plus `extra`. A candidate is
-*verified* when every failed check the diagnosis cites now passes and no passing re-run check fails or errs
-(other failures that went are listed as also_fixed; a pass that cannot measure the patched model, pass ->
-skip, as unmeasured). Two stages keep it cheap: the cited
-checks' probes alone first (most edits fail there, in well under a second), then the quick suite for the
-edit that passed them; the first candidate, usually the repair, goes to the quick suite at once.
+*verified* when every failed check the diagnosis cites now passes and no passing re-run check fails, errs or
+skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
+change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
+cited checks' probes alone first (most edits fail there, in well under a second), then the probes the edit
+can reach (reached.py; else the quick suite); the first candidate, usually the repair, goes to them at once.
 """
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def changed(before: dict, after: dict, targets: list[str], others_cited: set) ->
         b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
         if b == a or (b in FAILED and a in ("pass", "skip")):   # a failure more went (listed as also_fixed)
             continue
-        if {b, a} <= {"pass", "skip"} or (b == "info" and a in ("pass", "skip")):   # a note that went; a
-            continue                       # measurement possible on one model only (listed): never a failure
+        if (b, a) == ("skip", "pass") or (b == "info" and a in ("pass", "skip")):   # measured now; a note
+            continue       # that went. A pass that cannot measure the patched model (pass -> skip) is a change
         if b is None and a in ("pass", "skip", "info") or a is None and b in FAILED:
             continue
         if b == "skip" and a is None and _measured_now(i, after):   # a probe that could not measure (its
@@ -188,7 +188,7 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                 full.update(recheck(c.code, ",".join(todo), ""))
         moved = changed(before, full, targets, others_cited)
         if not _passes(full, targets) or moved:
-            rejected.append({"label": c.label, "changed": moved})
+            rejected.append({"label": c.label, "changed": moved, "removed_failure": _passes(full, targets)})
             continue
         return {"verified": True, "found_by": found_by, "kind": c.kind, "label": c.label, "line": c.line,
                 "diff": diff(source, c.code, name),
@@ -223,6 +223,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
         usual = len(tried)
         if r is not None:
             return r
+    removed = next((x for x in rejected if x["removed_failure"]), None)    # the usual fix, with a side effect
     # the usual fix failed, had no edit at the line, or the cause has none: the generic search
     pend = [p for ln in search_lines(d, before, targets, source) for p in edit.pending(source, ln, catalogue.SEARCH)]
     pend.sort(key=lambda c: 0 if c.kind in catalogue.FIRST else 2 if c.kind in catalogue.LAST else 1)   # stable
@@ -230,11 +231,12 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     r = _verify(cands, source, name, before, targets, others_cited, recheck, "search",
                 tried, rejected, coverage)
     if r is not None:
-        return dict(r, usual_tried=usual)
+        return dict(r, usual_tried=usual, usual_side_effect=removed)
     if not tried:
         return None
     return {"verified": False, "found_by": "catalogue" if usual else "search", "tried": len(tried),
-            "usual_tried": usual, "diff": None, "before": None, "after": None, "rejected": rejected[:3]}
+            "usual_tried": usual, "diff": None, "before": None, "after": None, "rejected": rejected[:3],
+            "usual_side_effect": removed}
 
 
 def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES,
@@ -261,7 +263,11 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
             d["evidence"].append("repair verified: " + "; ".join(r["changes"]) + f" after {r['label']} at line "
                                  f"{r['line']}, every other check unchanged" + _carried(r))
             continue
-        if r.get("usual_tried"):
+        side = r.get("usual_side_effect")
+        if side:       # the cause is confirmed by the usual edit; only its proof is not clean
+            d["evidence"].append(f"the usual fix ({side['label']}) removed the failure but changed another "
+                                 f"check ({'; '.join(side['changed'][:3])}): not verified")
+        elif r.get("usual_tried"):
             d["confidence"] = round(d["confidence"] * 0.75, 2)
             d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['usual_tried']} "
                                  f"edits of line {(d.get('location') or {}).get('line')} tried)")

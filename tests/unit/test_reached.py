@@ -198,3 +198,19 @@ def test_a_tree_the_instrumentation_cannot_compile_loads_plainly(monkeypatch):
     with r.during("p"):
         mod["train"](1)
     assert r.by == {}
+
+
+def test_a_usual_fix_that_removes_the_failure_but_moves_another_check_is_not_verified_nor_doubted():
+    result = {"checks": [{"id": "attn-rows-sum", "status": "fail", "measured": 0.5},
+                         {"id": "decode-batch-rows", "status": "pass", "measured": 0}],
+              "diagnoses": [{"id": "softmax-wrong-dim", "confidence": 0.9, "location": {"line": 5},
+                             "evidence": ["attn-rows-sum: rows sum to 0.5"]}]}
+
+    def recheck(code, only, extra):
+        return {"attn-rows-sum": {"status": "pass", "measured": 0.0},
+                "decode-batch-rows": {"status": "skip", "measured": None}}
+    verify.repair(result, REPAIR_SRC, "m.py", recheck, 1)
+    d = result["diagnoses"][0]
+    assert not d["repair"]["verified"] and d["confidence"] == 0.9
+    assert any("removed the failure but changed another check (decode-batch-rows: pass -> skip)" in e
+               for e in d["evidence"])

@@ -139,7 +139,11 @@ def test_verification_rules():
     good = {"causal-leak": _check("causal-leak", "pass", 0.0), "shapes": _check("shapes", "pass"),
             "decode-consistency": _check("decode-consistency", "pass", 0.0)}
     assert verify._passes(good, ["causal-leak"]) and verify.changed(before, good, ["causal-leak"], set()) == []
-    assert verify.changed(before, dict(good, shapes=_check("shapes", "skip")), ["causal-leak"], set()) == []
+    # a pass that cannot measure the patched model is a change (issue 30: no passing check changes status);
+    # a check that could not measure the broken model and passes on the patched one is not
+    assert verify.changed(before, dict(good, shapes=_check("shapes", "skip")), ["causal-leak"], set()) == \
+        ["shapes: pass -> skip"]
+    assert verify.changed(dict(before, shapes=_check("shapes", "skip")), good, ["causal-leak"], set()) == []
     broke = dict(good, shapes=_check("shapes", "fail"))
     assert verify.changed(before, broke, ["causal-leak"], set()) == ["shapes: pass -> fail"]
     # a failure more that goes is no regression (the repair lists it as also_fixed)
