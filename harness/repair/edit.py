@@ -208,6 +208,29 @@ def _assigned_names(stmt) -> set:
             else [el.value for el in tgt.target.elements]) if isinstance(t, cst.Name)}
 
 
+def constructed(source: str, line: int) -> list[int]:
+    """Where each module the statement at `line` calls as `self.name(...)` is built in its class
+    (`self.name = nn.Softmax(dim=1)`): an argument fixed at construction is edited there, not at the call."""
+    if not isinstance(line, int):
+        return []
+    parsed = parse(source, line)
+    if parsed is None:
+        return []
+    _, col = parsed
+    a, b = span(col, line)
+    called = {n.func.attr.value for n, s, e in col.nodes if a <= s and e <= b and isinstance(n, cst.Call)
+              and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name)
+              and n.func.value.value == "self"}
+    out = []
+    for st, s, e in col.stmts:
+        if len(st.body) == 1 and isinstance(st.body[0], cst.Assign) and s not in out and not a <= s <= b:
+            t = st.body[0].targets[0].target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" \
+                    and t.attr.value in called and isinstance(st.body[0].value, cst.Call):
+                out.append(s)
+    return out
+
+
 def related(source: str, line: int) -> list[int]:
     """Lines next to the diagnosed one in the data's path, in the same function: the statement that last
     made a value the line reads (where a bad value came from), the first later one that reads a value the

@@ -18,6 +18,7 @@ def code(node) -> str:
 
 REDUCTIONS = {"mean", "var", "std", "sum", "norm", "amax", "amin", "logsumexp", "max", "min", "cumsum"}
 SOFTMAXES = {"softmax", "log_softmax"}
+SOFTMAX_MODULES = {"Softmax", "LogSoftmax"}      # nn.Softmax(dim=...): the axis fixed when the module is built
 FINITE_MIN = "-1e9"
 
 
@@ -73,11 +74,12 @@ def _add_kw(call: cst.Call, keyword: str, value: str) -> cst.Call:
 
 
 def softmax_axis(node):
-    """softmax(x, dim=k) -> dim=-1: the keys are the last axis in every course layout."""
-    if not isinstance(node, cst.Call) or _name(node.func) not in SOFTMAXES:
+    """softmax(x, dim=k) -> dim=-1: the keys are the last axis in every course layout. Also the module built
+    with its axis, nn.Softmax(dim=k) (edit.constructed finds it from the call of the module)."""
+    if not isinstance(node, cst.Call) or _name(node.func) not in SOFTMAXES | SOFTMAX_MODULES:
         return []
     method = isinstance(node.func, cst.Attribute) and _name(node.func.value) not in ("F", "torch", "functional", "nn")
-    i, a = _arg(node, "dim", 0 if method else 1)
+    i, a = _arg(node, "dim", 0 if method or _name(node.func) in SOFTMAX_MODULES else 1)
     k = _int(a.value) if a is not None else None
     if k is None:
         return []

@@ -11,6 +11,7 @@ can reach (reached.py; else the quick suite); the first candidate, usually the r
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import re
 import time
@@ -203,6 +204,22 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
     return None
 
 
+def _in_order(pend: list, source: str, kinds: tuple, lines: list[int]):
+    """The cause's candidates by line, then in the cause's order of kinds, each text made when its turn comes;
+    within a LATER_FIRST kind (catalogue.py) the later change first."""
+    pend = sorted(pend, key=lambda p: (lines.index(p.line), kinds.index(p.kind)))     # stable
+    seen, n = {source}, 0
+    for (_, kind), group in itertools.groupby(pend, key=lambda p: (p.line, p.kind)):
+        made = edit.made(group, seen, MAX_TRIES["catalogue"] - n)
+        if kind in catalogue.LATER_FIRST:
+            made = iter(sorted(made, key=lambda c: -len(os.path.commonprefix([source, c.code]))))
+        for c in made:
+            if n >= MAX_TRIES["catalogue"]:
+                return
+            n += 1
+            yield c
+
+
 def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck,
             coverage: dict | None = None) -> dict | None:
     """The `repair` of one diagnosis: the cause's usual edits at its line, then (none verified, or a failure
@@ -214,10 +231,9 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     kinds = catalogue.BY_CAUSE.get(d["id"])
     line = (d.get("location") or {}).get("line")
     if kinds and isinstance(line, int):
-        # in the cause's order of kinds; within a LATER_FIRST kind the later change first
-        made = edit.made(edit.pending(source, line, kinds), {source}, MAX_TRIES["catalogue"])
-        cands = sorted(made, key=lambda c: (kinds.index(c.kind), -len(os.path.commonprefix([source, c.code]))
-                                            if c.kind in catalogue.LATER_FIRST else 0))
+        # the located line's edits, then those where a module it calls is built (its argument set there)
+        lines = [line] + edit.constructed(source, line)
+        cands = _in_order([p for ln in lines for p in edit.pending(source, ln, kinds)], source, kinds, lines)
         r = _verify(cands, source, name, before, targets, others_cited, recheck,
                     "catalogue", tried, rejected, coverage)
         usual = len(tried)

@@ -227,3 +227,13 @@ def test_a_mask_parameter_no_call_is_given_and_a_warmup_that_multiplies():
     assert any("self.norm1(x + self.attn(x, causal=causal))" in c.code for c in only(src, 4, "unused-mask"))
     src2 = "def t(opt, warmup):\n    return LambdaLR(opt, lambda s: min((s + 1) * warmup, 1.0))\n"
     assert "min((s + 1) / warmup, 1.0)" in only(src2, 2, "warmup")[0].code
+
+
+def test_an_axis_fixed_where_the_module_is_built_is_edited_there():
+    src = ("import torch.nn as nn\n\n\nclass A(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.norm = nn.Softmax(dim=1)\n        self.proj = nn.Linear(4, 4)\n\n"
+           "    def forward(self, s):\n        return self.proj(self.norm(s))\n")
+    assert edit.constructed(src, 11) == [7, 8]              # the modules the line calls, where each is built
+    (c,) = edit.candidates(src, 7, ("softmax-axis",))
+    assert "self.norm = nn.Softmax(dim=-1)" in c.code and c.code.count("\n") == src.count("\n")
+    assert edit.constructed(src, 7) == [] and edit.constructed(src, 999) == []
