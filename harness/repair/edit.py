@@ -150,15 +150,21 @@ def made(pend: Iterable[Pending], seen: set, limit: int = MAX_CANDIDATES) -> Ite
             yield Candidate(p.kind, p.label, code, p.line)
 
 
+def _at(source: str, line):
+    """(module, collected, first line, last line of the statement at `line`), or None (no line, no parse)."""
+    parsed = parse(source, line) if isinstance(line, int) else None
+    if parsed is None:
+        return None
+    module, col = parsed
+    return (module, col) + span(col, line)
+
+
 def pending(source: str, line: int, kinds: tuple | None = None) -> list[Pending]:
     """The edits known for the statement at `line` (only `kinds` when given), in the editors' order."""
-    if not isinstance(line, int):
+    at = _at(source, line)
+    if at is None:
         return []
-    parsed = parse(source, line)
-    if parsed is None:
-        return []
-    module, col = parsed
-    a, b = span(col, line)
+    module, col, a, b = at
     out: list[Pending] = []
     pairs = []
     for node, s, e in col.nodes:
@@ -211,13 +217,10 @@ def _assigned_names(stmt) -> set:
 def constructed(source: str, line: int) -> list[int]:
     """Where each module the statement at `line` calls as `self.name(...)` is built in its class
     (`self.name = nn.Softmax(dim=1)`): an argument fixed at construction is edited there, not at the call."""
-    if not isinstance(line, int):
+    at = _at(source, line)
+    if at is None:
         return []
-    parsed = parse(source, line)
-    if parsed is None:
-        return []
-    _, col = parsed
-    a, b = span(col, line)
+    _, col, a, b = at
     called = {n.func.attr.value for n, s, e in col.nodes if a <= s and e <= b and isinstance(n, cst.Call)
               and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name)
               and n.func.value.value == "self"}
@@ -235,13 +238,10 @@ def related(source: str, line: int) -> list[int]:
     """Lines next to the diagnosed one in the data's path, in the same function: the statement that last
     made a value the line reads (where a bad value came from), the first later one that reads a value the
     line makes (where it is used wrongly), and the condition the line runs under."""
-    if not isinstance(line, int):
+    at = _at(source, line)
+    if at is None:
         return []
-    parsed = parse(source, line)
-    if parsed is None:
-        return []
-    _, col = parsed
-    a, b = span(col, line)
+    _, col, a, b = at
     fns = [(s, e) for n, s, e in col.nodes if isinstance(n, cst.FunctionDef) and s <= a <= e]
     if not fns:
         return []
