@@ -326,7 +326,7 @@ def main(argv=None):
         return checks
 
     todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes)
-    beside = child_side.plan(todo, a.side)     # what runs in a second process
+    beside = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs))    # what runs in a second process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
     for probe in todo:

@@ -34,13 +34,56 @@ class Side:
         self.pid, self.fd, self.probes, self.key = pid, fd, probes, key
 
 
-def plan(todo: list, allowed: bool) -> list:
+def plan(todo: list, allowed: bool, costs: dict | None = None) -> list:
     """The probes to run beside the others: those marked `side`, or in a full check only the long training
-    ones (brief-training: the rest then balance it)."""
-    beside = [p for p in todo if p.side] if allowed else []
+    ones (brief-training: the rest then balance it). With `costs` (a repair's re-check: seconds per probe as the
+    checked run measured them) the two processes are balanced instead: see `balance`."""
+    if not allowed:
+        return []
+    if costs:
+        return balance(todo, costs)
+    beside = [p for p in todo if p.side]
     if any(p.cost == "train" for p in beside):
         beside = [p for p in beside if p.cost == "train"]
     return beside
+
+
+def balance(todo: list, costs: dict) -> list:
+    """The probes to run beside so that the two processes end together: the longest first, each to the process
+    with less to do (ties stay here, so a lone probe needs no fork). Only probes that either process may run
+    move (`side` ones and probes.EITHER); a re-check of the forward path otherwise leaves the second core idle
+    (its training probes are ~0.9 s of the ~2.5 s). A probe the checked run did not time costs the median."""
+    from .probes import EITHER
+    run = [p for p in todo if p.cost != "static"]
+    known = sorted(costs.values())
+    typical = known[len(known) // 2] if known else 0.05
+
+    def cost(p) -> float:
+        return costs.get(p.id, typical)
+    movable = [p for p in run if p.side or p.id in EITHER]
+    here = sum(cost(p) for p in run if p not in movable)
+    there, beside = 0.0, set()
+    for p in sorted(movable, key=cost, reverse=True):     # stable: equal costs keep the suite's order
+        if there < here:
+            beside.add(p.id)
+            there += cost(p)
+        else:
+            here += cost(p)
+    return [p for p in todo if p.id in beside]
+
+
+def parse_costs(text: str) -> dict:
+    """`probe:seconds,...` (Limits.costs) as a dict; what is malformed is left out (it only balances)."""
+    out = {}
+    for part in text.split(","):
+        name, _, v = part.partition(":")
+        try:
+            x = float(v)
+        except ValueError:
+            continue
+        if name and 0 <= x < 1e6:
+            out[name] = x
+    return out
 
 
 def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | None:

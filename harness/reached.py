@@ -9,10 +9,11 @@ How: when the file is compiled, each function and method gets one statement befo
 every line number, docstring and traceback stays the student's). Probes clear the set before they run and
 read it after. A trace function (sys.settrace) would see the same, but it is called for every frame of
 torch's own Python too and doubled the training probes' time; this costs one set insertion per call of a
-student function. Module and class bodies are not functions: an edit there (or in a decorator, a default,
-a lambda at the top level, a function of skipped top-level code, which is compiled elsewhere) has no span
-here and re-runs the whole suite; functions called while the file loads are recorded under "(load)", and
-an edit in one of those re-runs everything too.
+student function. Module and class bodies are not functions: an edit there (or in a decorator, a lambda at
+the top level, a function of skipped top-level code, which is compiled elsewhere) has no span here and
+re-runs the whole suite, except a default in a signature or a top-level constant, which count where they are
+read (repair/affects.py); functions called while the file loads are recorded under "(load)", and an edit in
+one of those re-runs everything too.
 
 Student code can reach the set and fill or empty it; that only changes its own repair's re-check.
 """

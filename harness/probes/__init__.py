@@ -91,6 +91,14 @@ PROBES = (
 ) + LM_PROBES
 
 
+# Probes that read nothing another non-static probe leaves in ctx.cache (each builds its own model and inputs),
+# so either process may run them: a repair's re-check splits them by the checked run's own timings
+# (child_side.plan). Not lm's: they share where each component's lines are (lm_common); not the block's causal
+# pair: block-causal reads what block-causal-off found.
+EITHER = frozenset(p.id for p in PROBES if p.cost != "static" and LM[0] not in p.assignments) - {
+    "block-causal-off", "block-causal"}
+
+
 def select(assignment: str, quick: bool, only: str = "", extra: str = "") -> list:
     """The probes a run does: its assignment's, less the training ones under --quick. `only` (comma-separated
     ids): just these and contract (a repair's first re-check); `extra`: these too, even under --quick."""

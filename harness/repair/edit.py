@@ -76,6 +76,11 @@ def _whole(source: str):
     return module, names
 
 
+def warm(source: str) -> None:
+    """Parse the text now (cached): what every later call on it pays first."""
+    _whole(source)
+
+
 @functools.lru_cache(maxsize=16)
 def parse(source: str, line: int | None = None):
     """(module, collected) or None when LibCST cannot parse the text (a notebook, a syntax error).

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..api import check_file
+from ..checks import DECLARED
 from ..runner import Limits
 from . import edit, verify
 
@@ -30,6 +31,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     lim = limits or Limits()
     slowdown = result.get("timings", {}).get("slowdown")            # the machine as the check measured it
     slowdown = float(slowdown) if isinstance(slowdown, (int, float)) and 1.0 <= slowdown <= 100 else 0.0
+    costs = _costs(result.get("timings", {}))     # the re-checks balance their two processes by these
     daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name
@@ -37,7 +39,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
         def recheck(code: str, only: str, extra: str) -> dict:
             copy.write_text(code, encoding="utf-8")
             run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
-                              slowdown=slowdown)
+                              slowdown=slowdown, costs=costs)
             r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
                            limits=run_lim, daemon=daemon and not run_lim.warm, say=say)
             out = {}
@@ -47,6 +49,19 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
         stats = verify.repair(result, source, path.name, recheck, max_diagnoses, coverage)
     result.setdefault("timings", {})["repair_s"] = stats["repair_s"]
     return stats
+
+
+def prepare(path) -> None:
+    """Parse the file now (edit.py caches the parse by its text), e.g. in a thread while its check runs."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".py" and path.stat().st_size < 2_000_000:
+        edit.warm(path.read_text(encoding="utf-8"))
+
+
+def _costs(timings: dict) -> str:
+    """The checked run's seconds per probe, as Limits.costs carries them (probe:seconds,...)."""
+    return ",".join(f"{k}:{v:.3f}" for k, v in timings.items() if k in DECLARED and isinstance(v, (int, float))
+                    and not isinstance(v, bool) and v >= 0)
 
 
 def _daemon_up() -> bool:

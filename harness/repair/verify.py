@@ -6,7 +6,8 @@ submission holding `code`: `only` = just these probes, else the quick suite plus
 skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
 change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
 cited checks' probes alone first (most edits fail there, in well under a second), then the probes the edit
-can reach (reached.py; else the quick suite); the first candidate, usually the repair, goes to them at once.
+can reach (reached.py, affects.py; else the quick suite); the first candidate, usually the repair, goes to them
+at once. A re-check splits its probes between its two processes by the checked run's timings (Limits.costs).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import time
 
 from ..checks import DECLARED
 from .. import reached
-from . import catalogue, edit
+from . import affects, catalogue, edit
 
 PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
 OWNERS: dict[str, set] = {}            # a check id -> every probe that declares it (a few ids are shared)
@@ -158,7 +159,7 @@ def _recheck_plan(code: str, source: str, before: dict, coverage: dict | None, c
     ran = set(by) - {reached.LOAD}
     if any(i in OWNERS and not OWNERS[i] & ran for i in before):     # a check whose probe left no record
         return None
-    sel = reached.to_rerun(coverage, edited_lines(source, code), ran)
+    sel = reached.to_rerun(coverage, affects.effect_lines(source, code, edited_lines(source, code)), ran)
     if sel is None:
         return None
     return sorted(sel - set(cited_probes)), sorted(ran - sel - set(cited_probes))

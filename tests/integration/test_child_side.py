@@ -193,3 +193,15 @@ def test_a_report_forged_by_the_fork_is_not_taken(tmp_path):
     assert by["train-trace"]["status"] == "error" and "could not be read" in by["train-trace"]["detail"], \
         by.get("train-trace")
     assert by["overfit"]["status"] == "error"
+
+
+@two_cores
+@pytest.mark.parametrize("mid", [None, "reversal-softmax-wrong-dim", "reversal-stale-mask", "block-causal-mask-missing"])
+def test_a_recheck_balanced_by_timings_gives_the_same_result(tmp_path, mid):
+    """A repair's re-check splits the forward probes too (Limits.costs, child_side.balance): the same checks."""
+    path = LESSON if mid is None else _mutant_file(tmp_path, mid)
+    one = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=1))
+    costs = ",".join(f"{k}:{v}" for k, v in one["timings"].items() if isinstance(v, float) and not k.endswith("_s"))
+    two = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs))
+    assert two["timings"].get("side_process") == 1
+    assert _same(one) == _same(two)
