@@ -1,6 +1,6 @@
 """Issue 30's numbers: how many diagnoses a verified repair proves, and what repairs cost.
 
-    python bench/repairs.py [--set mutants,corpus,correct] [--only TEXT] [--limit N] [--timing N]
+    python bench/repairs.py [--set mutants,corpus,correct] [--only TEXT] [--limit N] [--timing N] [--timing-cli N]
 
 Each file gets a quick check (harness.api.check_file, a warm worker of this process, seed 0), then
 harness.repair.run.repair_check on its result (the same path: candidates re-checked in the sandbox).
@@ -14,6 +14,8 @@ harness.repair.run.repair_check on its result (the same path: candidates re-chec
 --timing N: N files (spread over the set) re-checked as a plain quick check and as a quick check plus repairs
 of one diagnosis, alternating, on the same warm worker: the time ratio (issue 30: <= 1.5) of the means, and
 the median of the files' ratios; --no-coverage: the re-checks run the whole quick suite (the comparison).
+--timing-cli N: the same ratio for the commands a student types (`mtxdiag check --quick` with and without
+`--repair`: through the daemon, reports written, and the repairs of every diagnosis the command tries).
 Writes bench/results/repairs.json.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -121,6 +124,33 @@ def timing(files: list[dict], n: int, coverage: bool = True) -> dict:
             "per_file": {x[0]: round(x[2] / x[1], 2) for x in per}, "coverage": coverage}
 
 
+def timing_cli(files: list[dict], n: int) -> dict:
+    """The same ratio as a student sees it: `mtxdiag check FILE --quick` against `... --quick --repair`, each a
+    new command through the check daemon (the repairs' re-checks too), JSON and HTML reports written, the two
+    alternating; includes what both pay alike (the command's start, the reports)."""
+    per = []
+    chosen = files[::max(1, len(files) // n)][:n]
+    out_dir = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-cli-"))
+
+    def run(e, extra):
+        cmd = [sys.executable, "-m", "harness", "check", e["file"], "--quick", "--assignment", e["assignment"],
+               "--json", str(out_dir / "r.json"), "--html", str(out_dir / "r.html")] + extra
+        t = time.monotonic()
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return time.monotonic() - t
+    for extra in ([], ["--repair"]) if chosen else ():    # the daemon and its workers started before the clock
+        run(chosen[0], extra)
+    for e in chosen:
+        plain, with_repair = [], []
+        for mode in ("plain", "repair", "plain", "repair"):
+            (plain if mode == "plain" else with_repair).append(run(e, ["--repair"] if mode == "repair" else []))
+        per.append((e["name"], statistics.mean(plain), statistics.mean(with_repair)))
+    p, q = statistics.mean(x[1] for x in per), statistics.mean(x[2] for x in per)
+    return {"files": [x[0] for x in per], "plain_s": round(p, 2), "with_repair_s": round(q, 2),
+            "ratio": round(q / p, 2), "median_ratio": round(statistics.median(x[2] / x[1] for x in per), 2),
+            "per_file": {x[0]: round(x[2] / x[1], 2) for x in per}, "through": "the command line and its daemon"}
+
+
 def rate(rows, key, among) -> str:
     pool = [r for r in rows if among(r)]
     k = sum(1 for r in pool if r[key])
@@ -133,6 +163,8 @@ def main():
     ap.add_argument("--only", default=None)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--timing", type=int, default=0)
+    ap.add_argument("--timing-cli", type=int, default=0, help="N files: the ratio of the two commands as a student "
+                    "runs them (mtxdiag check --quick [--repair], through the daemon, reports written)")
     ap.add_argument("--timing-only", action="store_true", help="only the time ratio (on --only's files)")
     ap.add_argument("--no-coverage", action="store_true", help="checks without the record of which functions each "
                     "probe ran: every re-check runs the whole quick suite (the comparison)")
@@ -162,9 +194,12 @@ def main():
     out = {"rows": rows, "summary": summarize(rows)}
     if a.timing:
         out["timing"] = timing([e for e in files if e["set"] != "correct"], a.timing, coverage=not a.no_coverage)
+    if a.timing_cli:
+        out["timing_cli"] = timing_cli([e for e in files if e["set"] != "correct"], a.timing_cli)
     print(json.dumps(out["summary"], indent=1))
-    if a.timing:
-        print(json.dumps(out["timing"]))
+    for k in ("timing", "timing_cli"):
+        if k in out:
+            print(json.dumps(out[k]))
     write_json_atomic(out, a.out)
 
 
