@@ -232,8 +232,11 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
     kinds = catalogue.BY_CAUSE.get(d["id"])
     line = (d.get("location") or {}).get("line")
     if kinds and isinstance(line, int):
-        # the located line's edits, then those where a module it calls is built (its argument set there)
+        # the located line's edits, then those where a module it calls is built (its argument set there), then
+        # the lines next to it in the data's path: where a value it reads was made (`future = torch.triu(...)`
+        # for a diagnosis at `return pad | future`), where its value is used, the condition it runs under
         lines = [line] + edit.constructed(source, line)
+        lines += [ln for ln in edit.related(source, line) if ln not in lines]
         cands = _in_order([p for ln in lines for p in edit.pending(source, ln, kinds)], source, kinds, lines)
         r = _verify(cands, source, name, before, targets, others_cited, recheck,
                     "catalogue", tried, rejected, coverage)
@@ -287,7 +290,7 @@ def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = M
         elif r.get("usual_tried"):
             d["confidence"] = round(d["confidence"] * 0.75, 2)
             d["evidence"].append(f"the usual fix for this cause did not remove the failure ({r['usual_tried']} "
-                                 f"edits of line {(d.get('location') or {}).get('line')} tried)")
+                                 f"edits at line {(d.get('location') or {}).get('line')} and next to it tried)")
         if r["verified"]:
             d["evidence"].append(f"a repair found by search at line {r['line']} (a suggestion): {r['label']} (" +
                                  "; ".join(r["changes"]) + ", every other check unchanged" + _carried(r) + ")")

@@ -237,3 +237,23 @@ def test_an_axis_fixed_where_the_module_is_built_is_edited_there():
     (c,) = edit.candidates(src, 7, ("softmax-axis",))
     assert "self.norm = nn.Softmax(dim=-1)" in c.code and c.code.count("\n") == src.count("\n")
     assert edit.constructed(src, 7) == [] and edit.constructed(src, 999) == []
+
+
+def test_a_cause_located_where_a_value_is_read_is_repaired_where_it_was_made():
+    """causal-diagonal-masked located at `return pad | future`: the cause's edit (the diagonal) goes where
+    `future` was made, the line before; the usual edits of the located line come first (it has none here)."""
+    src = ("import torch\n\n\ndef target_mask(pad):\n    T = pad.size(1)\n"
+           "    future = torch.triu(torch.ones(T, T, dtype=torch.bool))\n    return pad | future\n")
+    result = {"checks": [_check("causal-leak", "fail", 0.42)], "diagnoses": [
+        {"id": "causal-diagonal-masked", "confidence": 0.85, "evidence": ["causal-leak: measured 0.42"],
+         "location": {"file": "f.py", "line": 7}}]}
+    tried = []
+
+    def recheck(code, only_, extra):
+        tried.append(code)
+        ok = "diagonal=1" in code
+        return {"causal-leak": _check("causal-leak", "pass" if ok else "fail", 0.0 if ok else 0.42)}
+    verify.repair(result, src, "f.py", recheck)
+    rep = result["diagnoses"][0]["repair"]
+    assert rep["verified"] and rep["found_by"] == "catalogue" and rep["line"] == 6 and len(tried) == 1
+    assert "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)" in rep["diff"]
