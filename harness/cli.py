@@ -234,26 +234,29 @@ def _prepare_html() -> threading.Thread:
     """The HTML report's one-time costs (imports, the template), paid in a thread while the child runs: the parent
     only waits for the child then."""
     def work():
+        from .report import html as html_report
+        html_report.prepare()
+    return _in_background("mtxdiag-html-warm-up", work)    # on failure write() pays it, and reports a real problem
+
+
+def _prepare_repair(file: Path) -> threading.Thread:
+    """The repairs' one-time costs (LibCST's import, the file's parse: ~0.35 s), paid the same way."""
+    def work():
+        from .repair import run
+        run.prepare(file)
+    return _in_background("mtxdiag-repair-warm-up", work)       # on failure repair_check pays it
+
+
+def _in_background(name: str, work) -> threading.Thread:
+    """`work` in a daemon thread; whatever it raises is dropped (it only pays a cost early)."""
+    def guarded():
         try:
-            from .report import html as html_report
-            html_report.prepare()
-        except Exception:         # noqa: BLE001 - write() pays it instead, and reports any real problem
+            work()
+        except Exception:         # noqa: BLE001 - the later caller pays the cost and meets the real problem
             pass
-    t = threading.Thread(target=work, name="mtxdiag-html-warm-up", daemon=True)
+    t = threading.Thread(target=guarded, name=name, daemon=True)
     t.start()
     return t
-
-
-def _prepare_repair(file: Path) -> None:
-    """The repairs' one-time costs (LibCST's import, the file's parse: ~0.35 s), paid in a thread while the child
-    runs, as the HTML report's are."""
-    def work():
-        try:
-            from .repair import run
-            run.prepare(file)
-        except Exception:         # noqa: BLE001 - repair_check pays it instead
-            pass
-    threading.Thread(target=work, name="mtxdiag-repair-warm-up", daemon=True).start()
 
 
 def _repair(result, file: Path, seed, limits, daemon, progress):

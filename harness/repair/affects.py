@@ -3,7 +3,8 @@
 reached.py records which functions each probe ran, as spans of their bodies. Two common edits lie outside
 every body and would re-run the whole suite, although their effect only flows through calls:
 - a default or annotation in a function's signature (`def train(model, lr=1e-6)`): evaluated once when the
-  file loads, read when the function is called without that argument. It counts as an edit of that function.
+  file loads, read when the function is called without that argument. It counts as an edit of that function
+  when the parameters stay as they were (names, kinds, which have defaults: probes read those to call it).
   (Two probes read a default without a call, through inspect: long-inputs reads MiniTransformer's max_len and
   train-trace train's warmup; each also calls that function, so it re-runs.)
 - a top-level constant (`LR = 1e-6`, `CONFIG = {"lr": 1e-3}`): it counts as an edit of every function that
@@ -44,12 +45,21 @@ def _signature_parts(f) -> list:
     return parts + [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None]
 
 
+def _params(f) -> tuple:
+    """A signature's shape: its parameters' names and kinds, which ones have defaults. A probe reads it without
+    a call (inspect: which arguments to pass), so an edit that changes it is not one of the function's body."""
+    a = f.args
+    return ([x.arg for x in a.posonlyargs], [x.arg for x in a.args], [x.arg for x in a.kwonlyargs],
+            a.vararg and a.vararg.arg, a.kwarg and a.kwarg.arg, len(a.defaults), [d is None for d in a.kw_defaults])
+
+
 def _signature(old: ast.Module, new: ast.Module, ln: int) -> set[int]:
     for f in ast.walk(old):
         if isinstance(f, _FUNCS) and f.lineno <= ln < f.body[0].lineno:
             twin = next((g for g in ast.walk(new) if isinstance(g, _FUNCS) and g.lineno == f.lineno
                          and g.name == f.name), None)
-            if twin is not None and _inert(_signature_parts(f)) and _inert(_signature_parts(twin)):
+            if twin is not None and _params(f) == _params(twin) and _inert(_signature_parts(f)) and \
+                    _inert(_signature_parts(twin)):
                 return {f.body[0].lineno}
             return set()
     return set()

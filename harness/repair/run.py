@@ -54,7 +54,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
 def prepare(path) -> None:
     """Parse the file now (edit.py caches the parse by its text), e.g. in a thread while its check runs."""
     path = Path(path)
-    if path.is_file() and path.suffix == ".py" and path.stat().st_size < 2_000_000:
+    if path.is_file() and path.suffix == ".py":      # what repair_check reads and parses
         edit.warm(path.read_text(encoding="utf-8"))
 
 

@@ -32,7 +32,8 @@ def test_a_recheck_balances_its_two_processes_by_the_checked_runs_timings():
     assert abs(a - b) <= max(costs[p.id] for p in beside + here)
     assert all(p.cost != "static" for p in beside) and [p for p in todo if p in beside] == beside   # suite order
     assert all(p.side or p.id in EITHER for p in beside)
-    plain = [p.id for p in __import__("harness.child_side", fromlist=["plan"]).plan(todo, True)]
+    from harness.child_side import plan
+    plain = [p.id for p in plan(todo, True)]
     assert plain == ["train-trace", "overfit"]             # without timings: the training probes, as before
 
 

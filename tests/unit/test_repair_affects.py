@@ -46,6 +46,12 @@ def test_a_default_counts_as_an_edit_of_its_function():
     assert _lines("warmup=400)", "warmup=0)") == {BODY["train"]}       # the signature's second line
 
 
+def test_a_signature_whose_parameters_change_keeps_its_line():
+    """Probes read the parameters (which arguments to pass) without calling: a new one is no body edit."""
+    assert _lines("lr=1e-6,", "lr=1e-6, mask=None,") == {16}
+    assert _lines("steps=30, lr=1e-6,", "steps, lr=1e-6,") == {16}
+
+
 def test_a_constant_counts_where_functions_read_it():
     assert _lines("LR = 1e-6", "LR = 1e-3") == {BODY["Model.forward"]}
 
