@@ -248,6 +248,22 @@ DECLARED.update({
 })
 
 BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}
+PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
+
+
+def passes(after: dict, targets) -> bool:
+    """Every target check (an id) passes in `after` ({id: check}); a target reported under another id now (a
+    probe's error check became its checks) counts by its probe: all of that probe's checks pass. A repair is
+    verified by this (repair/verify.py), and its re-check stops early by it (Limits.gate, child_side.gate_fails)."""
+    for t in targets:
+        if t in after:
+            if after[t]["status"] != "pass":
+                return False
+        else:
+            mine = [c for i, c in after.items() if PROBE_OF.get(i, i) == PROBE_OF.get(t, t)]
+            if not mine or any(c["status"] != "pass" for c in mine):
+                return False
+    return True
 
 
 def known_ids() -> set[str]:

@@ -326,12 +326,13 @@ def main(argv=None):
         return checks
 
     todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes)
-    beside = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs))    # what runs in a second process
+    gate = child_side.parse_gate(lim.gate)      # a repair's re-check: stop once a check it needs fails
+    beside = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)   # what runs in a 2nd process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
     for probe in todo:
         if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
-            side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable)
+            side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable, gate)
             beside = beside if side is not None else []         # could not fork: all of them run here
         if side is not None and probe in beside:
             continue
@@ -342,9 +343,16 @@ def main(argv=None):
             contract_ok = False
         made[probe.id] = checks
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
-    if side is not None:
+        if gate and (child_side.gate_fails(checks, gate, probe.id) or side is not None and child_side.pump(side, send)):
+            result["timings"]["gated"] = 1      # the rest would not change the answer
+            break
+    if side is not None and result["timings"].get("gated") and not side.gated:
+        child_side.abandon(side)                # this process stopped: the fork's answers are moot
+    elif side is not None:
         made.update(child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY,
                                       send))
+        if side.gated:
+            result["timings"]["gated"] = 1      # the fork stopped (after this process had ended, perhaps)
     result["checks"].extend(c for p in todo for c in made.get(p.id, []))   # one process's order
     on_demand.mark(result["skipped_code"], result["checks"])
     guard.check("the end of the checks")

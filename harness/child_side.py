@@ -15,6 +15,12 @@ output. The first process reads it as untrusted (student code ran in the fork): 
 or a fork that ends without a result turns the side probes into error checks that say so; running out of
 memory there ends the whole check as out of memory, as it would in one process. `--side` is off under
 `grade --jobs N` when the jobs already fill the cores, and with CUDA (a CUDA context does not survive fork).
+
+A repair's re-check with a gate (Limits.gate: the checks its candidate must now pass) stops as soon as one of
+them does not (`gate_fails`, the rule repair/verify.py decides by): the probes keep their order and their
+process, so what ran measures what it would have; a fork that stops says so on the pipe (`G<probe id>`), the
+first process reads that between its probes (`pump`), and a first process that stops ends the fork (`abandon`).
+The candidate is then rejected from a partial result in a fraction of a full re-check.
 """
 from __future__ import annotations
 
@@ -22,8 +28,11 @@ import gc
 import json
 import os
 import secrets
+import select
+import signal
 import time
 
+from .checks import PROBE_OF, passes
 from .protocol import MSG_PHASE
 
 MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by the probes long before this
@@ -32,23 +41,39 @@ MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by 
 class Side:
     def __init__(self, pid: int, fd: int, probes: list, key: bytes):
         self.pid, self.fd, self.probes, self.key = pid, fd, probes, key
+        self.buf, self.size, self.ended, self.gated = b"", 0, False, ""
 
 
-def plan(todo: list, allowed: bool, costs: dict | None = None) -> list:
+def parse_gate(text: str) -> frozenset:
+    return frozenset(filter(None, text.split(",")))
+
+
+def gate_fails(checks: list, gate: frozenset, probe_id: str) -> bool:
+    """A gate check of this probe's did not pass (checks.passes on the checks this probe reported)."""
+    after: dict = {}
+    for c in checks:
+        if isinstance(c, dict) and isinstance(c.get("id"), str):
+            after.setdefault(c["id"], c)
+    mine = [g for g in gate if g in after or PROBE_OF.get(g, g) == probe_id]
+    return bool(mine) and not passes(after, mine)
+
+
+def plan(todo: list, allowed: bool, costs: dict | None = None, gate: frozenset = frozenset()) -> list:
     """The probes to run beside the others: those marked `side`, or in a full check only the long training
     ones (brief-training: the rest then balance it). With `costs` (a repair's re-check: seconds per probe as the
-    checked run measured them) the two processes are balanced instead: see `balance`."""
+    checked run measured them) the two processes are balanced instead: see `balance`; the gate's probes then
+    stay here, where a failure stops the re-check at once (the fork's is read only between this one's probes)."""
     if not allowed:
         return []
     if costs:
-        return balance(todo, costs)
+        return balance(todo, costs, frozenset(PROBE_OF.get(g, g) for g in gate))
     beside = [p for p in todo if p.side]
     if any(p.cost == "train" for p in beside):
         beside = [p for p in beside if p.cost == "train"]
     return beside
 
 
-def balance(todo: list, costs: dict) -> list:
+def balance(todo: list, costs: dict, keep: frozenset = frozenset()) -> list:
     """The probes to run beside so that the two processes end together: the longest first, each to the process
     with less to do (ties stay here, so a lone probe needs no fork). Only probes that either process may run
     move (`side` ones and probes.EITHER); a re-check of the forward path otherwise leaves the second core idle
@@ -60,7 +85,7 @@ def balance(todo: list, costs: dict) -> list:
 
     def cost(p) -> float:
         return costs.get(p.id, typical)
-    movable = [p for p in run if p.side or p.id in EITHER]
+    movable = [p for p in run if (p.side or p.id in EITHER) and p.id not in keep]
     here = sum(cost(p) for p in run if p not in movable)
     there, beside = 0.0, set()
     for p in sorted(movable, key=cost, reverse=True):     # stable: equal costs keep the suite's order
@@ -86,7 +111,7 @@ def parse_costs(text: str) -> dict:
     return out
 
 
-def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | None:
+def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozenset = frozenset()) -> Side | None:
     """Fork; the fork runs `probes` with run(probe) and reports on a pipe. None: could not fork (run them here).
 
     The report is keyed as the result channel is (a fresh key, in memory only): writing a forged report to
@@ -121,6 +146,9 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable) -> Side | No
             t = time.perf_counter()
             out["checks"][p.id] = run(p)
             out["timings"][p.id] = round(time.perf_counter() - t, 3)
+            if gate and gate_fails(out["checks"][p.id], gate, p.id):
+                os.write(w, f"G{p.id}\n".encode())      # the rest would not change the answer: report now
+                break
         n_find, n_acc, n_mod, n_parts, art, n_dropped = marks
         out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
         if ctx.reach is not None and ctx.reach.on:
@@ -147,25 +175,13 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     timeout's 'while running' name it), then `R<report JSON>`."""
     _forward_stack_requests(side.pid)
     ids = {p.id for p in side.probes}
-    buf, size, report_bytes = b"", 0, b""
-    while True:
+    while not side.ended:
         try:
-            b = os.read(side.fd, 1 << 20)
+            _take(side, os.read(side.fd, 1 << 20), send)
         except InterruptedError:
             continue
-        if not b:
-            break
-        size += len(b)
-        if size > MAX_BYTES:
-            buf = b""
-            continue
-        buf += b
-        while not buf.startswith(b"R") and b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            name = line[1:].decode("ascii", "replace")
-            if line.startswith(b"P") and name in ids:
-                send({"event": MSG_PHASE, "name": name})
-    report_bytes = buf[1 + len(side.key):] if buf.startswith(b"R" + side.key) and size <= MAX_BYTES else b""
+    buf = side.buf
+    report_bytes = buf[1 + len(side.key):] if buf.startswith(b"R" + side.key) and side.size <= MAX_BYTES else b""
     os.close(side.fd)
     _, status = os.waitpid(side.pid, 0)
     code = os.waitstatus_to_exitcode(status)
@@ -189,6 +205,46 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
     timings["side_process"] = 1            # the training probes ran in a second process
     return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
+
+
+def pump(side: Side, send) -> bool:
+    """What the fork wrote so far, read without waiting (its phases passed on); True once it stopped at a gate."""
+    while not side.ended and select.select([side.fd], [], [], 0)[0]:
+        try:
+            _take(side, os.read(side.fd, 1 << 20), send)
+        except InterruptedError:
+            continue
+    return bool(side.gated)
+
+
+def abandon(side: Side) -> None:
+    """The first process stopped at a gate: end the fork, keep nothing of it (its probes' answers are moot)."""
+    try:
+        os.kill(side.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.close(side.fd)
+    os.waitpid(side.pid, 0)
+
+
+def _take(side: Side, b: bytes, send) -> None:
+    """Bytes from the fork: `P<id>` / `G<id>` lines until the report (`R<key><JSON>`), which is kept whole."""
+    if not b:
+        side.ended = True
+        return
+    side.size += len(b)
+    if side.size > MAX_BYTES:
+        side.buf = b""
+        return
+    side.buf += b
+    ids = {p.id for p in side.probes}
+    while not side.buf.startswith(b"R") and b"\n" in side.buf:
+        line, side.buf = side.buf.split(b"\n", 1)
+        name = line[1:].decode("ascii", "replace")
+        if name in ids and line.startswith(b"P"):
+            send({"event": MSG_PHASE, "name": name})
+        elif name in ids and line.startswith(b"G"):
+            side.gated = name
 
 
 def _forward_stack_requests(pid: int) -> None:

@@ -65,6 +65,8 @@ class Limits:
     slowdown: float = 0.0    # >= 1: the time budgets' stretch the checked run measured (a repair's re-checks reuse it)
     costs: str = ""          # "probe:seconds,...": the checked run's timings; a repair's re-check balances its two
                              # processes by them (child_side.balance)
+    gate: str = ""           # comma-separated check ids a repair's candidate must pass: its re-check stops at the
+                             # first that does not (child_side.gate_fails)
 
 
 @dataclass(frozen=True)

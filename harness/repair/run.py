@@ -36,10 +36,10 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name
 
-        def recheck(code: str, only: str, extra: str) -> dict:
+        def recheck(code: str, only: str, extra: str, gate: str = "") -> dict:
             copy.write_text(code, encoding="utf-8")
             run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
-                              slowdown=slowdown, costs=costs)
+                              slowdown=slowdown, costs=costs, gate=gate)
             r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
                            limits=run_lim, daemon=daemon and not run_lim.warm, say=say)
             out = {}

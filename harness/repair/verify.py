@@ -1,7 +1,8 @@
 """A diagnosis proven by its repair: apply each candidate edit to a copy, re-check it, keep the one that repairs.
 
-`recheck(code, only, extra)` runs the normal check path (same sandbox, limits, warm worker) on a copy of the
-submission holding `code`: `only` = just these probes, else the quick suite plus `extra`. A candidate is
+`recheck(code, only, extra, gate)` runs the normal check path (same sandbox, limits, warm worker) on a copy of
+the submission holding `code`: `only` = just these probes, else the quick suite plus `extra`; `gate` = the
+checks the candidate must pass, the re-check stopping at the first that does not (Limits.gate). A candidate is
 *verified* when every failed check the diagnosis cites now passes and no passing re-run check fails, errs or
 skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
 change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
@@ -17,11 +18,11 @@ import os
 import re
 import time
 
-from ..checks import DECLARED
+from ..checks import DECLARED, PROBE_OF
+from ..checks import passes as _passes
 from .. import reached
 from . import affects, catalogue, edit
 
-PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}
 OWNERS: dict[str, set] = {}            # a check id -> every probe that declares it (a few ids are shared)
 for _probe, _checks in DECLARED.items():
     for _c in list(_checks) + [type("P", (), {"id": _probe})]:
@@ -44,20 +45,6 @@ def cited(diagnosis: dict, before: dict) -> list[str]:
 
 def _probes(ids) -> list[str]:
     return sorted({PROBE_OF.get(i, i) for i in ids})
-
-
-def _passes(after: dict, targets: list[str]) -> bool:
-    """Every target check passes; a target reported under another id now (a probe's error check became its
-    checks) counts by its probe: all of that probe's checks pass."""
-    for t in targets:
-        if t in after:
-            if after[t]["status"] != "pass":
-                return False
-        else:
-            mine = [c for i, c in after.items() if PROBE_OF.get(i, i) == PROBE_OF.get(t, t)]
-            if not mine or any(c["status"] != "pass" for c in mine):
-                return False
-    return True
 
 
 def changed(before: dict, after: dict, targets: list[str], others_cited: set) -> list[str]:
@@ -169,25 +156,26 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
     """The first candidate that verifies, as a `repair`; None when none does (tried/rejected are filled)."""
     cited_p = _probes(targets)
     only = extra = ",".join(cited_p)
+    gate = ",".join(targets)        # a re-check that runs a target's probe stops once a target fails there
     for c in cands:
         tried.append(c.code)
         plan = _recheck_plan(c.code, source, before, coverage, cited_p)
         # the first candidate (the cause's usual fix, which mostly repairs) goes straight to every probe it
-        # needs; later ones pass the cited checks' probes alone first
+        # needs, stopping early if it does not repair; later ones pass the cited checks' probes alone first
         first = None
         if len(tried) > 1 or (plan is not None and not plan[0]):
-            first = recheck(c.code, only, "")
+            first = recheck(c.code, only, "", gate)
             if not _passes(first, targets):
                 continue
         carried: list[str] = []
         if plan is None:
-            full = recheck(c.code, "", extra)
+            full = recheck(c.code, "", extra, "" if first is not None else gate)
         else:
             rest, carried = plan
             todo = rest if first is not None else sorted(set(rest) | set(cited_p))
             full = dict(first or {})
             if todo:
-                full.update(recheck(c.code, ",".join(todo), ""))
+                full.update(recheck(c.code, ",".join(todo), "", "" if first is not None else gate))
         moved = changed(before, full, targets, others_cited)
         if not _passes(full, targets) or moved:
             rejected.append({"label": c.label, "changed": moved, "removed_failure": _passes(full, targets)})

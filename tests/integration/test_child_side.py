@@ -205,3 +205,35 @@ def test_a_recheck_balanced_by_timings_gives_the_same_result(tmp_path, mid):
     two = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs))
     assert two["timings"].get("side_process") == 1
     assert _same(one) == _same(two)
+
+
+@two_cores
+def test_a_gated_recheck_stops_at_the_first_gate_check_that_fails_and_keeps_what_ran(tmp_path):
+    """Limits.gate (a repair's re-check): a failing gate check stops the run; what ran measured what it does in
+    a full run; a passing gate changes nothing."""
+    path = _mutant_file(tmp_path, "reversal-softmax-wrong-dim")
+    full = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=1))
+    costs = ",".join(f"{k}:{v}" for k, v in full["timings"].items() if isinstance(v, float) and not k.endswith("_s"))
+    by = {c["id"]: c for c in full["checks"]}
+    assert by["attn-rows-sum"]["status"] == "fail" and by["shapes"]["status"] == "pass"
+    gated = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs, gate="attn-rows-sum"))
+    assert gated["timings"].get("gated") == 1
+    ids = [c["id"] for c in gated["checks"]]
+    assert "attn-rows-sum" in ids and len(ids) < len(full["checks"]) and "overfit" not in ids
+    for c in gated["checks"]:
+        assert (c["status"], c.get("measured")) == (by[c["id"]]["status"], by[c["id"]].get("measured")), c["id"]
+    open_gate = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs, gate="shapes,overfit"))
+    assert "gated" not in open_gate["timings"]
+    two = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs))
+    assert _same(open_gate) == _same(two)
+
+
+@two_cores
+def test_a_gate_that_fails_in_the_fork_stops_the_first_process_too(tmp_path):
+    """Without timings the training probes run in the fork: its gate failure comes back on the pipe (`G`), the
+    fork reports what it ran, and its later probes do not run."""
+    path = _mutant_file(tmp_path, "reversal-target-not-shifted")
+    gated = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, gate="train-shift"))
+    by = {c["id"]: c for c in gated["checks"]}
+    assert gated["timings"].get("gated") == 1 and gated["timings"].get("side_process") == 1
+    assert by["train-shift"]["status"] == "fail" and "overfit" not in by

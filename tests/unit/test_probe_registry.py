@@ -52,3 +52,44 @@ def test_costs_from_the_wire_keep_only_what_parses():
     from harness.child_side import parse_costs
     assert parse_costs("a:0.5,b:x,:1,c:-1,d:1e9,e:2") == {"a": 0.5, "e": 2.0}
     assert parse_costs("") == {}
+
+
+def _c(cid: str, status: str) -> dict:
+    return {"id": cid, "status": status}
+
+
+def test_a_gate_stops_a_recheck_by_the_rule_a_repair_is_verified_by():
+    """child_side.gate_fails says a probe's checks fail the gate exactly when checks.passes would reject them,
+    and only for gate checks of that probe."""
+    from harness.checks import passes
+    from harness.child_side import gate_fails, parse_gate
+    gate = parse_gate("causal-leak,,train-shift")
+    assert gate == {"causal-leak", "train-shift"}
+    assert gate_fails([_c("causal-leak", "fail")], gate, "causal-leak")
+    assert not gate_fails([_c("causal-leak", "pass")], gate, "causal-leak")
+    assert gate_fails([_c("causal-leak", "skip")], gate, "causal-leak")     # not measured is not repaired
+    # train-shift is one of train-trace's checks: its probe's error check (no train-shift) fails the gate
+    assert gate_fails([_c("train-trace", "error")], gate, "train-trace")
+    assert not gate_fails([_c("train-zero-grad", "pass"), _c("train-shift", "pass")], gate, "train-trace")
+    assert gate_fails([_c("train-zero-grad", "fail"), _c("train-shift", "pass")], frozenset({"train-trace"}),
+                      "train-trace")
+    # another probe's failures are none of the gate's business
+    assert not gate_fails([_c("attn-rows-sum", "fail")], gate, "attn-rows-sum")
+    assert not gate_fails([], gate, "overfit")
+    for checks, probe in (([_c("causal-leak", "fail")], "causal-leak"), ([_c("train-trace", "error")], "train-trace"),
+                          ([_c("train-shift", "pass")], "train-trace")):
+        after = {c["id"]: c for c in checks}
+        mine = [g for g in gate if g in after or g == "train-shift" and probe == "train-trace"]
+        assert gate_fails(checks, gate, probe) == (not passes(after, mine))
+
+
+def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
+    """The first process reads the fork's gate only between its own probes: a failing gate probe there would
+    wait for the first process's longest probe, so with timings the gate's probes stay here."""
+    from harness import child_side
+    from harness.probes import select
+    todo = select("reversal", True)
+    costs = {p.id: 0.05 for p in todo} | {"overfit": 1.2, "causal-leak": 0.9, "train-trace": 0.5}
+    assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)]      # the second longest: beside
+    beside = child_side.plan(todo, True, costs, frozenset({"causal-leak", "train-shift"}))
+    assert {"causal-leak", "train-trace"}.isdisjoint(p.id for p in beside) and beside

@@ -156,7 +156,7 @@ def test_a_recheck_runs_only_the_probes_that_reached_the_edit():
     cov = {"functions": fns, "probes": {"attn-rows-sum": [0], "overfit": [1], "causal-leak": [0], "(load)": []}}
     calls = []
 
-    def recheck(code, only, extra):
+    def recheck(code, only, extra, gate=""):
         calls.append((only, extra))
         return {"attn-rows-sum": {"status": "pass", "measured": 0.0},
                 "causal-leak": {"status": "pass", "measured": 0.0}, "contract": {"status": "pass"}}
@@ -206,7 +206,7 @@ def test_a_usual_fix_that_removes_the_failure_but_moves_another_check_is_not_ver
               "diagnoses": [{"id": "softmax-wrong-dim", "confidence": 0.9, "location": {"line": 5},
                              "evidence": ["attn-rows-sum: rows sum to 0.5"]}]}
 
-    def recheck(code, only, extra):
+    def recheck(code, only, extra, gate=""):
         return {"attn-rows-sum": {"status": "pass", "measured": 0.0},
                 "decode-batch-rows": {"status": "skip", "measured": None}}
     verify.repair(result, REPAIR_SRC, "m.py", recheck, 1)

@@ -159,7 +159,7 @@ def test_repair_flow_with_a_fake_recheck_verifies_and_orders():
         {"id": "softmax-wrong-dim", "confidence": 0.6, "evidence": ["attn-rows-sum: measured 0.9"],
          "location": {"file": "f.py", "line": 3}}]}
 
-    def recheck(code, only_, extra):
+    def recheck(code, only_, extra, gate=""):
         ok = "dim=-1" in code
         return {"attn-rows-sum": _check("attn-rows-sum", "pass" if ok else "fail", 0.0 if ok else 0.9),
                 "shapes": _check("shapes", "pass")}
@@ -177,7 +177,7 @@ def test_a_fix_that_does_not_repair_lowers_confidence():
     result = {"checks": [_check("attn-rows-sum", "fail", 0.9)], "diagnoses": [
         {"id": "softmax-wrong-dim", "confidence": 0.9, "evidence": ["attn-rows-sum: measured 0.9"],
          "location": {"file": "f.py", "line": 3}}]}
-    verify.repair(result, src, "f.py", lambda code, o, e: {"attn-rows-sum": _check("attn-rows-sum", "fail", 0.8)})
+    verify.repair(result, src, "f.py", lambda code, o, e, g="": {"attn-rows-sum": _check("attn-rows-sum", "fail", 0.8)})
     d = result["diagnoses"][0]
     assert d["repair"]["verified"] is False and d["confidence"] == pytest.approx(0.68)
     assert "did not remove the failure" in d["evidence"][-1]
@@ -249,7 +249,7 @@ def test_a_cause_located_where_a_value_is_read_is_repaired_where_it_was_made():
          "location": {"file": "f.py", "line": 7}}]}
     tried = []
 
-    def recheck(code, only_, extra):
+    def recheck(code, only_, extra, gate=""):
         tried.append(code)
         ok = "diagonal=1" in code
         return {"causal-leak": _check("causal-leak", "pass" if ok else "fail", 0.0 if ok else 0.42)}

@@ -154,7 +154,7 @@ def test_search_tries_mechanism_edits_first_and_plain_moves_last():
     before = {"causal-leak": {"id": "causal-leak", "status": "fail", "measured": 0.3}}
     seen = []
 
-    def recheck(code, only, extra):
+    def recheck(code, only, extra, gate=""):
         seen.append(code)
         return {"causal-leak": {"id": "causal-leak", "status": "fail", "measured": 0.3}}
     r = verify.try_one(d, src, "m.py", before, set(), recheck)
