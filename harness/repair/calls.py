@@ -2,14 +2,15 @@
 
 A model trained as a deep copy of itself, an optimizer given one submodule's parameters, a flag tested for
 `is not None` where its value was meant, a Sequential of Linears with no activation between them, one
-module object repeated in a list, a log of a ratio that can be zero. Each editor returns (kind, label, new
+module object repeated in a list, a log of a ratio that can be zero, a per-row tensor tiled in the wrong order
+for the heads. Each editor returns (kind, label, new
 node) for a node of the diagnosed statement, like sites.py; the verifier decides.
 """
 from __future__ import annotations
 
 import libcst as cst
 
-from .sites import _name
+from .sites import _int, _name
 from .sites import code as _code
 
 OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS"}
@@ -93,4 +94,18 @@ def finite_log(node):
              node.with_changes(args=[node.args[0].with_changes(value=inner)]))]
 
 
-EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log)
+def tile_order(node):
+    """x.repeat(h, 1, 1) -> x.repeat_interleave(h, dim=0): h copies of each row in turn (row b at b*h ...
+    b*h + h - 1, the order of heads split from (B, T, h, d) and of nn.MultiheadAttention's 3-D masks), not the
+    whole batch h times over (row b at head*B + b), which gives each sequence another one's mask."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "repeat"
+            and len(node.args) >= 2 and all(a.keyword is None and not a.star for a in node.args)
+            and all(_int(a.value) == 1 for a in node.args[1:]) and _int(node.args[0].value) != 1):
+        return []
+    times = _code(node.args[0].value)
+    new = cst.parse_expression(f"{_code(node.func.value)}.repeat_interleave({times}, dim=0)")
+    return [("tile-order", f".repeat_interleave({times}, dim=0) instead of .repeat({times}, ...): each row's "
+             f"copies next to each other", new)]
+
+
+EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log, tile_order)

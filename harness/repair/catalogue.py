@@ -12,8 +12,8 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "causal-mask-off-by-one": ("diagonal", "triangle"),
     "causal-diagonal-masked": ("diagonal", "triangle"),
     "padding-mask-inverted": ("polarity",),
-    "causal-mask-missing": ("unused-mask",),
-    "padding-mask-missing": ("unused-mask",),
+    "causal-mask-missing": ("unused-mask", "unread-mask"),
+    "padding-mask-missing": ("unused-mask", "unread-mask", "tile-order"),
     "missing-sqrt-dk": ("scale",),
     "inf-mask-nan": ("finite-minimum",),
     "heads-split-wrong": ("transpose",),
@@ -49,7 +49,9 @@ LATER_FIRST = ("shift",)
 SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "diagonal", "triangle", "shift", "index",
           "bound", "finite-minimum", "scale", "flag",
           # what a call is given or builds (calls.py)
-          "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log",
+          "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
+          # a local mask built and never read, given to the call it was built for (statements.py)
+          "unread-mask",
           # which statements run and in what order (order.py): the training loop's mechanisms first, then the
           # plain moves of the statement at the line
           "zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order", "drop-statement")

@@ -109,38 +109,88 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
     from .inputs import _assigned
     passed, made = _call_args(fn), _assigned(fn)
-    maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or n in (
+    maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or "padding" in n.lower() or n in (
         "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or n in made)]
-    # built and never read, or a parameter (however defaulted) that no call is ever given
-    idle = [n for n in maskish if v.count[n] == 1 or (n in params and n not in passed)]
+    targets = _target_counts(fn)
+    # built and never read (every mention assigns it), or a parameter (however defaulted) that no call is given
+    idle = [n for n in maskish if v.count[n] == 1 or (n not in params and v.count[n] == targets.get(n)) or
+            (n in params and n not in passed)]
     out = []
     body = stmt.body[0]
     for n in idle:
-        if isinstance(body, cst.Return) and body.value is not None and n not in params:
+        if isinstance(body, cst.Return) and body.value is not None and n not in params and v.count[n] == 1:
             new = body.with_changes(value=cst.parse_expression(f"{_code(body.value)} & {n}"))
             out.append(("unused-mask", f"combined with {n}, which was built and never used",
                         lambda b=body, x=new: module.deep_replace(b, x).code))
+        if n not in params:         # a local mask built for the call on this line and not given to it
+            out += _given(module, col, line, stmt, n, _keywords(n), kind="unread-mask")
         if n in params:
-            calls = sorted(((c, s, e) for c, s, e in col.nodes if isinstance(c, cst.Call)), key=lambda t: len(_code(t[0])))
-            for call, s, e in calls:       # the innermost call first: the one the parameter was meant for
-                if s >= line and e <= line + len(_code(stmt).splitlines()) and \
-                        isinstance(call.func, cst.Attribute) and not any(
-                        a.keyword and a.keyword.value == n for a in call.args):
-                    args = list(call.args)
-                    if args:
-                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    args.append(cst.Arg(keyword=cst.Name(n), value=cst.Name(n), equal=cst.AssignEqual(
-                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
-                    out.append(("unused-mask", f"{n}={n} passed on (a parameter nothing used)",
-                                lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
-                if s >= line and e <= line + len(_code(stmt).splitlines()) and call.args and \
-                        all(a.keyword is None and not a.star for a in call.args) and _code(call.func) != "super":
-                    args = list(call.args)      # layer(x) -> layer(x, mask): the mask as the next argument
-                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    args.append(cst.Arg(value=cst.Name(n)))
-                    out.append(("unused-mask", f"{n} passed on as the next argument (a parameter nothing used)",
-                                lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
+            out += _given(module, col, line, stmt, n, (n,), "a parameter nothing used")
     return out
+
+
+# torch.nn's own names for a key-padding mask and for an attention mask (nn.TransformerEncoderLayer,
+# nn.MultiheadAttention, nn.Transformer*, F.scaled_dot_product_attention): where a student's local mask goes
+# when the call is to one of them rather than to a module of their own
+PADDING_KEYWORDS = ("src_key_padding_mask", "key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask")
+MASK_KEYWORDS = ("mask", "src_mask", "attn_mask", "tgt_mask")
+
+
+def _keywords(name: str) -> tuple[str, ...]:
+    """The keywords a local mask may be given as: its own name first, then torch's for its kind."""
+    own = (name,)
+    return own + tuple(k for k in (PADDING_KEYWORDS if "pad" in name.lower() else MASK_KEYWORDS) if k != name)
+
+
+def _given(module, col, line: int, stmt, n: str, keywords: tuple, why: str = "built and never used",
+           kind: str = "unused-mask") -> list:
+    """`n` passed to a call of the statement (the innermost first: the one it was meant for) as each keyword,
+    and as the next positional argument. A local that is only ever assigned is `unread-mask`: the search tries
+    it anywhere (a value computed and dropped); a parameter no call is given is a weaker sign, for the
+    mask-missing causes alone."""
+    out = []
+    end = line + len(_code(stmt).splitlines())
+    calls = sorted(((c, s, e) for c, s, e in col.nodes if isinstance(c, cst.Call)), key=lambda t: len(_code(t[0])))
+    for call, s, e in calls:
+        if not (s >= line and e <= end):
+            continue
+        if isinstance(call.func, cst.Attribute):
+            for k in keywords:
+                if any(a.keyword and a.keyword.value == k for a in call.args):
+                    continue
+                args = list(call.args)
+                if args:
+                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                args.append(cst.Arg(keyword=cst.Name(k), value=cst.Name(n), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+                out.append((kind, f"{k}={n} passed on ({why})",
+                            lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
+        if call.args and all(a.keyword is None and not a.star for a in call.args) and _code(call.func) != "super":
+            args = list(call.args)      # layer(x) -> layer(x, mask): the mask as the next argument
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(cst.Arg(value=cst.Name(n)))
+            out.append((kind, f"{n} passed on as the next argument ({why})",
+                        lambda c=call, a=args: module.deep_replace(c, c.with_changes(args=a)).code))
+    return out
+
+
+def _target_counts(fn) -> dict:
+    """How many times each plain name is assigned in fn (`name = ...`, `name: T = ...`, `name += ...`)."""
+    found: dict = {}
+
+    class V(cst.CSTVisitor):
+        def _add(self, t):
+            for x in ([t] if not isinstance(t, cst.Tuple) else [e.value for e in t.elements]):
+                if isinstance(x, cst.Name):
+                    found[x.value] = found.get(x.value, 0) + 1
+
+        def visit_AssignTarget(self, node):
+            self._add(node.target)
+
+        def visit_AnnAssign(self, node):
+            self._add(node.target)
+    fn.visit(V())
+    return found
 
 
 def _caches(test) -> bool:

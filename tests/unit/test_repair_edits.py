@@ -116,9 +116,10 @@ def test_no_candidate_outside_the_edited_statement_and_on_unparsable_text():
 def test_catalogue_kinds_exist_in_the_editors():
     src_kinds = {"softmax-axis", "reduction-axis", "triangle", "diagonal", "polarity", "finite-minimum", "scale",
                  "transpose", "contiguous", "shift", "index", "bound", "flag", "detach", "swap", "ignore-pad",
-                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup",
+                 "per-step", "hoist", "buffer", "no-grad", "unused-mask", "unread-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup",
                  # calls.py and order.py (tests/unit/test_repair_order.py)
-                 "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "zero-grad",
+                 "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
+                 "zero-grad",
                  "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order",
                  "drop-statement"}
     for cause, kinds in catalogue.BY_CAUSE.items():
@@ -257,3 +258,46 @@ def test_a_cause_located_where_a_value_is_read_is_repaired_where_it_was_made():
     rep = result["diagnoses"][0]["repair"]
     assert rep["verified"] and rep["found_by"] == "catalogue" and rep["line"] == 6 and len(tried) == 1
     assert "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)" in rep["diff"]
+
+
+def test_a_local_mask_built_and_never_read_is_given_to_the_call_it_was_built_for():
+    """statements.unused: a local made only by assignments (never read) is passed to the call of the located
+    line under its own name and torch's keywords for its kind, and as the next argument; a local that is read
+    is left alone; the search tries these too (the mechanism is in the code)."""
+    src = ("import torch.nn as nn\n"
+           "class Enc(nn.Module):\n"
+           "    def forward(self, x, keep):\n"
+           "        pad_mask = None\n"
+           "        if keep is not None:\n"
+           "            pad_mask = ~keep  # (B, T) True = blocked\n"
+           "        return self.layer(x)\n")
+    found = only(src, 7, "unread-mask")
+    labels = [c.label for c in found]
+    assert "src_key_padding_mask=pad_mask passed on (built and never used)" in labels
+    assert "pad_mask=pad_mask passed on (built and never used)" in labels     # its own name: a module of theirs
+    c = next(c for c in found if c.label.startswith("src_key_padding_mask="))
+    assert changed_lines(src, c.code) == [("        return self.layer(x)",
+                                           "        return self.layer(x, src_key_padding_mask=pad_mask)")]
+    assert any(ln == "        return self.layer(x, pad_mask)" for c2 in found if "next argument" in c2.label
+               for ln in c2.code.splitlines())
+    assert not any("& pad_mask" in c.code for c in found)      # assigned twice: not the single-use return edit
+    used = src.replace("return self.layer(x)", "return self.layer(x) * pad_mask")
+    assert not edit.candidates(used, 7, ("unread-mask",))
+    assert not edit.candidates(src, 7, ("unused-mask",))      # a local's edits are unread-mask's alone
+    attn = src.replace("pad_mask", "causal_mask")
+    assert "attn_mask=causal_mask passed on (built and never used)" in [c.label for c in
+                                                                        only(attn, 7, "unread-mask")]
+    assert "unread-mask" in catalogue.SEARCH and "unused-mask" not in catalogue.SEARCH    # a parameter: weaker
+    assert "unread-mask" in catalogue.BY_CAUSE["padding-mask-missing"]
+
+
+def test_a_mask_tiled_batch_after_batch_is_tiled_row_by_row():
+    """calls.tile_order: .repeat(h, 1, 1) on a (B, T, T) mask puts row b at head*B + b; heads split from
+    (B, T, h, d) are at b*h + head. Only a leading count with ones after it is a tiling of rows."""
+    src = "def f(m, h):\n    return m.repeat(h, 1, 1)  # per head\n"
+    (c,) = only(src, 2, "tile-order")
+    assert changed_lines(src, c.code) == [("    return m.repeat(h, 1, 1)  # per head",
+                                           "    return m.repeat_interleave(h, dim=0)  # per head")]
+    for other in ("m.repeat(1, h, 1)", "m.repeat(h, 2, 1)", "m.repeat(1, 1, 1)", "m.repeat(h)", "m.repeat(*s)"):
+        assert not edit.candidates(src.replace("m.repeat(h, 1, 1)", other), 2, ("tile-order",)), other
+    assert "tile-order" in catalogue.BY_CAUSE["padding-mask-missing"] and "tile-order" in catalogue.SEARCH
