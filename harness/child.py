@@ -343,7 +343,7 @@ def main(argv=None):
             contract_ok = False
         made[probe.id] = checks
         result["timings"][probe.id] = round(time.perf_counter() - t, 3)
-        if gate and (child_side.gate_fails(checks, gate, probe.id) or side is not None and child_side.pump(side, send)):
+        if gate and (child_side.gate_fails(checks, gate, probe.id) or side is not None and child_side.pump(side)):
             result["timings"]["gated"] = 1      # the rest would not change the answer
             break
     if side is not None and result["timings"].get("gated") and not side.gated:

@@ -39,8 +39,8 @@ MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by 
 
 
 class Side:
-    def __init__(self, pid: int, fd: int, probes: list, key: bytes):
-        self.pid, self.fd, self.probes, self.key = pid, fd, probes, key
+    def __init__(self, pid: int, fd: int, probes: list, key: bytes, gate: frozenset = frozenset()):
+        self.pid, self.fd, self.probes, self.key, self.gate = pid, fd, probes, key, gate
         self.buf, self.size, self.ended, self.gated = b"", 0, False, ""
 
 
@@ -136,7 +136,7 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
     if pid:
         gc.unfreeze()                           # this process collects as before
         os.close(w)
-        return Side(pid, r, probes, key)
+        return Side(pid, r, probes, key, gate)
     os.close(r)                                 # the fork: run the side probes, report, and end
     code = 0
     try:
@@ -207,11 +207,12 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
 
 
-def pump(side: Side, send) -> bool:
-    """What the fork wrote so far, read without waiting (its phases passed on); True once it stopped at a gate."""
+def pump(side: Side) -> bool:
+    """What the fork wrote so far, read without waiting; True once it stopped at a gate. Its phases are not
+    passed on: this process's own probe is the one running here."""
     while not side.ended and select.select([side.fd], [], [], 0)[0]:
         try:
-            _take(side, os.read(side.fd, 1 << 20), send)
+            _take(side, os.read(side.fd, 1 << 20), None)
         except InterruptedError:
             continue
     return bool(side.gated)
@@ -241,9 +242,9 @@ def _take(side: Side, b: bytes, send) -> None:
     while not side.buf.startswith(b"R") and b"\n" in side.buf:
         line, side.buf = side.buf.split(b"\n", 1)
         name = line[1:].decode("ascii", "replace")
-        if name in ids and line.startswith(b"P"):
+        if name in ids and line.startswith(b"P") and send is not None:
             send({"event": MSG_PHASE, "name": name})
-        elif name in ids and line.startswith(b"G"):
+        elif name in ids and line.startswith(b"G") and side.gate:     # only a re-check with a gate stops
             side.gated = name
 
 

@@ -93,3 +93,19 @@ def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
     assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)]      # the second longest: beside
     beside = child_side.plan(todo, True, costs, frozenset({"causal-leak", "train-shift"}))
     assert {"causal-leak", "train-trace"}.isdisjoint(p.id for p in beside) and beside
+
+
+def test_a_forks_stop_line_counts_only_in_a_recheck_with_a_gate():
+    """child_side._take: `G<id>` from the fork stops the first process only when the run has a gate (a plain
+    check never stops early, whatever student code in the fork writes on the pipe); the report stays whole."""
+    from harness import child_side
+    from harness.probes import select
+    probes = [p for p in select("reversal", True) if p.id in ("train-trace", "overfit")]
+    sent = []
+    for gate, expect in ((frozenset(), ""), (frozenset({"train-shift"}), "train-trace")):
+        side = child_side.Side(0, -1, probes, b"k", gate)
+        child_side._take(side, b"Ptrain-trace\nGtrain-trace\nGnot-a-probe\nRk{\"checks\": {}}", sent.append)
+        assert side.gated == expect and side.buf == b'Rk{"checks": {}}'
+        child_side._take(side, b"", sent.append)
+        assert side.ended
+    assert sent == [{"event": "phase", "name": "train-trace"}] * 2
