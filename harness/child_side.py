@@ -41,6 +41,7 @@ MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by 
 class Side:
     def __init__(self, pid: int, fd: int, probes: list, key: bytes, gate: frozenset = frozenset()):
         self.pid, self.fd, self.probes, self.key, self.gate = pid, fd, probes, key, gate
+        self.ids = {p.id for p in probes}
         self.buf, self.size, self.ended, self.gated = b"", 0, False, ""
 
 
@@ -174,7 +175,7 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     The fork's lines: `P<probe id>` as each probe starts (passed on as this run's phase, so progress and a
     timeout's 'while running' name it), then `R<report JSON>`."""
     _forward_stack_requests(side.pid)
-    ids = {p.id for p in side.probes}
+    ids = side.ids
     while not side.ended:
         try:
             _take(side, os.read(side.fd, 1 << 20), send)
@@ -238,7 +239,7 @@ def _take(side: Side, b: bytes, send) -> None:
         side.buf = b""
         return
     side.buf += b
-    ids = {p.id for p in side.probes}
+    ids = side.ids
     while not side.buf.startswith(b"R") and b"\n" in side.buf:
         line, side.buf = side.buf.split(b"\n", 1)
         name = line[1:].decode("ascii", "replace")

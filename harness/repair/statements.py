@@ -98,8 +98,9 @@ class _Names(cst.CSTVisitor):
 
 
 def unused(module: cst.Module, col, line: int, stmt) -> list:
-    """A mask made and never used: `return pad` -> `return pad & causal`, `f(x)` -> `f(x, causal=causal)`
-    (a parameter of the enclosing function that nothing reads)."""
+    """A mask made and never used: `return pad` -> `return pad & causal`; a local that is only ever assigned
+    given to the line's call (`layer(x)` -> `layer(x, src_key_padding_mask=key_padding)`: unread-mask); a
+    parameter no call is given passed on (`f(x)` -> `f(x, causal=causal)`)."""
     fn = min((f for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
              key=lambda f: len(_code(f)), default=None)
     if fn is None or stmt is None:
@@ -107,11 +108,9 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
     v = _Names()
     fn.visit(v)
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
-    from .inputs import _assigned
-    passed, made = _call_args(fn), _assigned(fn)
+    passed, targets = _call_args(fn), _target_counts(fn)       # targets: the names assigned, how often
     maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or "padding" in n.lower() or n in (
-        "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or n in made)]
-    targets = _target_counts(fn)
+        "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or n in targets)]
     # built and never read (every mention assigns it), or a parameter (however defaulted) that no call is given
     idle = [n for n in maskish if v.count[n] == 1 or (n not in params and v.count[n] == targets.get(n)) or
             (n in params and n not in passed)]
@@ -122,10 +121,10 @@ def unused(module: cst.Module, col, line: int, stmt) -> list:
             new = body.with_changes(value=cst.parse_expression(f"{_code(body.value)} & {n}"))
             out.append(("unused-mask", f"combined with {n}, which was built and never used",
                         lambda b=body, x=new: module.deep_replace(b, x).code))
-        if n not in params:         # a local mask built for the call on this line and not given to it
-            out += _given(module, col, line, stmt, n, _keywords(n), kind="unread-mask")
         if n in params:
             out += _given(module, col, line, stmt, n, (n,), "a parameter nothing used")
+        else:                       # a local mask built for the call on this line and not given to it
+            out += _given(module, col, line, stmt, n, _keywords(n), kind="unread-mask")
     return out
 
 
