@@ -10,6 +10,8 @@ be removed once added) before any student code runs. The hook records, with the 
   own scratch folder and the Python installation; directory listings outside the scratch folder;
 * processes: subprocess, os.system, os.exec*, os.posix_spawn, os.spawn*, os.fork, os.kill/killpg, and
   resource.prlimit on another process (its worker: refused by confine.py);
+* signals routed through a descriptor: fcntl F_SETOWN / F_SETOWN_EX / F_SETSIG, ioctl FIOSETOWN / SIOCSPGRP
+  (refused by confine.py's filter, except F_SETSIG);
 * native code: ctypes loading a library, looking up or calling its functions, reading raw memory;
 * introspection: a frame or the heap handed to the student's code (sys._getframe, tb_frame, gi_frame,
   f_back, inspect.stack(), gc.get_objects/get_referrers): the grader's state is reachable from there, so
@@ -31,6 +33,7 @@ accessible was blocked; under bubblewrap the network was not reachable.
 from __future__ import annotations
 
 import os
+import struct as _struct
 import sys
 
 from .identity import PACKAGES
@@ -55,7 +58,11 @@ _INTROSPECT = {"sys._getframe": "sys._getframe", "sys._current_frames": "sys._cu
                "gc.get_objects": "gc.get_objects", "gc.get_referrers": "gc.get_referrers",
                "gc.get_referents": "gc.get_referents", "object.__getattr__": None}
 _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
-EVENTS = frozenset(("open", "ctypes.dlopen", "resource.prlimit") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
+# Making a descriptor send its I/O signals to a process (the worker, with O_ASYNC and F_SETSIG: any signal, at
+# the next write): refused by confine.py's filter, reported here. (call, request) -> its name.
+_SIGNAL_OWNER = {("fcntl.fcntl", 8): "F_SETOWN", ("fcntl.fcntl", 15): "F_SETOWN_EX", ("fcntl.fcntl", 10): "F_SETSIG",
+                 ("fcntl.ioctl", 0x8901): "FIOSETOWN", ("fcntl.ioctl", 0x8902): "SIOCSPGRP"}
+EVENTS = frozenset(("open", "ctypes.dlopen", "resource.prlimit", "fcntl.fcntl", "fcntl.ioctl") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
                    tuple(_CTYPES) + tuple(_INTROSPECT))
 # Libraries that start processes of their own for what the student asked: torch's compiler workers and a
 # DataLoader's workers. Any other library starting one while the student's code is on the stack is reported.
@@ -158,6 +165,11 @@ class Audit:
         elif event == "resource.prlimit" and args and args[0] not in (0, os.getpid()):
             # another process's limits: its worker's, the sandbox's (refused by confine.py's filter)
             self._add("prlimit", f"pid {args[0]}", line, actor)
+        elif event in ("fcntl.fcntl", "fcntl.ioctl") and len(args) > 2 and (event, args[1]) in _SIGNAL_OWNER:
+            arg = args[2]            # ioctl's is the pid packed as a C int
+            arg = _struct.unpack("i", arg)[0] if isinstance(arg, (bytes, bytearray)) and len(arg) == 4 else arg
+            arg = arg if isinstance(arg, int) else _short(arg, 40)
+            self._add("signal-owner", f"{_SIGNAL_OWNER[event, args[1]]} {arg}", line, actor)
         elif event in _CTYPES and student:
             self._add("ctypes", event, line, actor)
 

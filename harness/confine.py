@@ -9,8 +9,9 @@ from that worker would inherit the damage. Two layers:
 * `protect(pids)`: before any student code, the child installs a seccomp filter (no privilege needed, after
   PR_SET_NO_NEW_PRIVS) under which those calls fail with EPERM when they name a protected process or thread
   (the worker, the sandbox's init, the cold child's parent), a process group of one, or every process of the
-  uid (PRIO_USER, IOPRIO_WHO_USER, kill(-1)). The filter is inherited by everything the run starts and
-  cannot be removed. Calls on the run's own processes are untouched. Other architectures than x86_64 and
+  uid (PRIO_USER, IOPRIO_WHO_USER, kill(-1)). Calls that name their target where the filter cannot look
+  (pidfd_send_signal on a /proc/<pid> folder; a descriptor's signal owner, F_SETOWN and its kin) always
+  fail. The filter is inherited by everything the run starts and cannot be removed. Calls on the run's own processes are untouched. Other architectures than x86_64 and
   aarch64 get no filter; the second layer still holds.
 * `own_state()` / `changes()`: the worker records its own limits, and per thread its nice value, priority,
   scheduling policy and CPU affinity, when it starts, and compares after every run; any difference
@@ -28,16 +29,23 @@ _NATIVE = {  # machine -> (AUDIT_ARCH, syscall numbers)
                             "rt_tgsigqueueinfo": 297, "setpriority": 141, "sched_setparam": 142,
                             "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314,
                             "ioprio_set": 251, "prlimit64": 302, "migrate_pages": 256, "move_pages": 279,
-                            "pidfd_open": 434}),
+                            "pidfd_open": 434, "pidfd_send_signal": 424, "fcntl": 72, "ioctl": 16}),
     "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                              "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118,
                              "sched_setscheduler": 119, "sched_setaffinity": 122, "sched_setattr": 274,
                              "ioprio_set": 30, "prlimit64": 261, "migrate_pages": 238, "move_pages": 239,
-                             "pidfd_open": 434}),
+                             "pidfd_open": 434, "pidfd_send_signal": 424, "fcntl": 25, "ioctl": 29}),
 }
 _ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1
 _LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06      # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
 _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
+# Ways to have the kernel signal a process named by something the filter cannot read (a descriptor, a
+# struct): the owner of a descriptor's I/O signals (fcntl F_SETOWN / F_SETOWN_EX, ioctl FIOSETOWN /
+# SIOCSPGRP; with O_ASYNC and F_SETSIG its next write sends any signal, SIGSTOP included), and
+# pidfd_send_signal, which also takes a /proc/<pid> folder opened as a descriptor. No model needs them.
+F_SETOWN, F_SETOWN_EX = 8, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+ALWAYS = None          # a rule that refuses the call whatever its arguments
 
 
 def _arg(i: int) -> int:
@@ -56,11 +64,16 @@ def _program(arch: int, nrs: dict, pids: list[int], x86: bool) -> list[tuple]:
         "kill": [(0, pids + neg + [all_procs])],
         "setpriority": [(0, [_PRIO_USER]), (1, pids)],
         "ioprio_set": [(0, [_IOPRIO_WHO_USER]), (1, pids)],
+        "fcntl": [(1, [F_SETOWN, F_SETOWN_EX])], "ioctl": [(1, [FIOSETOWN, SIOCSPGRP])],
+        "pidfd_send_signal": ALWAYS,
     }
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _EPERM), (_LD, 0, 0, 0)]
     if x86:
         prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _EPERM)]     # the x32 ABI: never the harness's
     for name, conds in rules.items():
+        if conds is ALWAYS:
+            prog += [(_JEQ, 0, 1, nrs[name]), (_RET, 0, 0, _EPERM)]
+            continue
         block = []
         for i, values in conds:
             block.append((_LD, 0, 0, _arg(i)))

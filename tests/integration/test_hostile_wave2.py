@@ -114,6 +114,22 @@ def test_a_run_cannot_cripple_its_worker_and_the_next_student_is_unharmed(tmp_pa
     assert_clean_canary(canary)
 
 
+def test_a_run_cannot_signal_its_worker_through_a_descriptor(tmp_path, fresh_workers):
+    """Routes that name the worker where a filter on pids cannot look - its /proc folder as a pidfd, a pipe's or a
+    socket's I/O signal owner - are refused, the owner attempts are on the run's record with their line, and the
+    next submission in the very same worker is clean at 100."""
+    path = build("wave3_signal_worker", tmp_path / "s")
+    r = run(path, warm_run=True)
+    shown = re.search(r"^ROUTED (.*)$", r["stdout"], re.M).group(1).split()
+    assert len(shown) >= 3 and all(s.endswith("-REFUSED") for s in shown), shown
+    attempts = [(a["op"], a["line"]) for a in check_of(r, "forbidden-ops")["data"]["attempts"]]
+    assert ("signal-owner", line_of(path, "# OP signal-owner load")) in attempts, attempts
+    assert "forbidden-operation" in causes(r), causes(r)
+    canary = run(REFERENCE, warm_run=True)
+    assert canary["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
+    assert_clean_canary(canary)
+
+
 def test_a_run_that_changes_its_worker_is_reported_and_the_worker_retired(tmp_path, fresh_workers):
     """Folders the worker cannot empty (no permissions) in its shared scratch places: the worker retires,
     the run that did it carries the finding, and the next student sees nothing of it."""

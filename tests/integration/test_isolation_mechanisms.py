@@ -3,10 +3,12 @@ off its worker (confine.py, in a forked process), the worker's self-check, the p
 locations (paths.py), the streamed text scan (scan.py) and the guard's exact-object rule (identity.wraps)."""
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
 import resource
+import signal
 import types
 
 import pytest
@@ -52,6 +54,9 @@ def _attempts(target: int) -> dict:
     t("policy", lambda: os.sched_setscheduler(target, os.SCHED_OTHER, os.sched_param(0)))
     t("signal", lambda: os.kill(target, 0))
     t("signal-all", lambda: os.kill(-1, 0))
+    # named where a filter on pids cannot look: refused whoever they name (see the test below)
+    t("pidfd", lambda: signal.pidfd_send_signal(os.open(f"/proc/{target}", os.O_RDONLY | os.O_DIRECTORY), 0))
+    t("fd-owner", lambda: fcntl.fcntl(os.pipe()[0], fcntl.F_SETOWN, target))
     return out
 
 
@@ -62,11 +67,13 @@ def test_the_filter_refuses_every_way_to_change_the_parent_and_allows_the_same_o
     def child():
         installed = confine.protect(confine.tids_of(parent))
         return {"installed": installed, "parent": _attempts(parent),
-                "self": {k: v for k, v in _attempts(os.getpid()).items() if k not in ("nice-uid", "signal-all")}}
+                "self": _attempts(os.getpid())}
     got = _in_fork(child)
     assert got.get("installed") is True, got
     assert set(got["parent"].values()) == {"refused"}, got["parent"]
+    routed = {k: got["self"].pop(k) for k in ("nice-uid", "signal-all", "pidfd", "fd-owner")}
     assert set(got["self"].values()) == {"allowed"}, got["self"]
+    assert routed["pidfd"] == routed["fd-owner"] == "refused", routed
 
 
 def test_without_the_filter_the_same_calls_reach_the_parent():

@@ -143,3 +143,17 @@ def test_a_hook_that_fails_never_breaks_the_operation(tmp_path):
     student_calls(a, "open", (types.SimpleNamespace(), "r", 0))     # a path that cannot be decoded
     student_calls(a, "socket.connect", ())                           # malformed arguments
     assert isinstance(a.attempts(), list)
+
+
+def test_a_descriptors_signal_owner_is_recorded_with_the_pid_it_names(tmp_path):
+    """fcntl F_SETOWN / ioctl FIOSETOWN make the kernel signal another process at the descriptor's next I/O
+    (confine.py refuses them); the record says which call and which pid, the ioctl's packed int decoded.
+    Other fcntl/ioctl requests (F_GETFL, a terminal's size) are nobody's business."""
+    import struct
+    a = make(tmp_path)
+    student_calls(a, "fcntl.fcntl", (5, 8, 2))                                  # F_SETOWN, pid 2
+    student_calls(a, "fcntl.ioctl", (6, 0x8901, struct.pack("i", 7)))          # FIOSETOWN, pid 7
+    student_calls(a, "fcntl.fcntl", (5, 3, 0))                                  # F_GETFL
+    student_calls(a, "fcntl.ioctl", (1, 0x5413, b"\0" * 8))                    # TIOCGWINSZ
+    assert {(op, target) for op, target, _, _ in ops(a)} == {("signal-owner", "F_SETOWN 2"),
+                                                           ("signal-owner", "FIOSETOWN 7")}
