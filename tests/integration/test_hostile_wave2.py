@@ -130,6 +130,20 @@ def test_a_run_cannot_signal_its_worker_through_a_descriptor(tmp_path, fresh_wor
     assert_clean_canary(canary)
 
 
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="no filter for this architecture")
+def test_no_key_one_run_leaves_in_the_kernels_key_store_reaches_the_next(tmp_path, fresh_workers):
+    """The uid's user keyring outlives a run inside its warm worker: a key added there by one run was read by the
+    next. The filter refuses the key store's calls; the raw system calls are on the run's record (ctypes)."""
+    path = build("wave3_keyring", tmp_path / "k")
+    first = run(path, warm_run=True)
+    second = run(path, warm_run=True)
+    assert second["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
+    for r in (first, second):
+        assert re.search(r"^ADD refused$", r["stdout"], re.M), r["stdout"][-500:]
+        assert re.search(r"^FOUND nothing$", r["stdout"], re.M), r["stdout"][-500:]
+        assert "ctypes" in ops_of(r), ops_of(r)
+
+
 def test_a_run_that_changes_its_worker_is_reported_and_the_worker_retired(tmp_path, fresh_workers):
     """Folders the worker cannot empty (no permissions) in its shared scratch places: the worker retires,
     the run that did it carries the finding, and the next student sees nothing of it."""
