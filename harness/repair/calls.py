@@ -3,7 +3,7 @@
 A model trained as a deep copy of itself, an optimizer given one submodule's parameters, a flag tested for
 `is not None` where its value was meant, a Sequential of Linears with no activation between them, one
 module object repeated in a list, a log of a ratio that can be zero, a per-row tensor tiled in the wrong order
-for the heads. Each editor returns (kind, label, new
+for the heads, a schedule's factor that multiplies in the learning rate again. Each editor returns (kind, label, new
 node) for a node of the diagnosed statement, like sites.py; the verifier decides.
 """
 from __future__ import annotations
@@ -108,4 +108,43 @@ def tile_order(node):
              f"copies next to each other", new)]
 
 
-EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log, tile_order)
+SCHEDULERS = {"LambdaLR": 1, "MultiplicativeLR": 1}       # class -> the position of its factor function
+
+
+def _lr_name(node) -> bool:
+    """A name that holds a learning rate by the usual spellings: lr, learning_rate, base_lr, lr_max ..."""
+    return isinstance(node, cst.Name) and (node.value in ("lr", "learning_rate") or node.value.endswith("_lr") or
+                                           node.value.startswith("lr_"))
+
+
+def _without_lr(expr):
+    """A product with one learning-rate factor, that factor dropped (`lr * a * b` -> `a * b`); None if none."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return None
+    if _lr_name(expr.left):
+        return expr.right
+    if _lr_name(expr.right):
+        return expr.left
+    inner = _without_lr(expr.left)
+    return None if inner is None else expr.with_changes(left=inner)
+
+
+def schedule_factor(node):
+    """LambdaLR(opt, lambda s: lr * f(s)) -> LambdaLR(opt, lambda s: f(s)): the scheduler multiplies the
+    optimizer's own lr by what the function returns (a factor), so a factor that multiplies in lr again makes
+    the rate lr * lr (1e-3 -> 1e-6)."""
+    if not (isinstance(node, cst.Call) and _name(node.func) in SCHEDULERS):
+        return []
+    pos = SCHEDULERS[_name(node.func)]
+    for i, a in enumerate(node.args):
+        if not ((a.keyword is None and i == pos) or (a.keyword is not None and a.keyword.value == "lr_lambda")):
+            continue
+        if isinstance(a.value, cst.Lambda) and (body := _without_lr(a.value.body)) is not None:
+            fn = a.value.with_changes(body=body)
+            args = list(node.args[:i]) + [a.with_changes(value=fn)] + list(node.args[i + 1:])
+            return [("schedule-factor", f"the schedule's factor {_code(body)}, without the lr the optimizer already "
+                     f"has", node.with_changes(args=args))]
+    return []
+
+
+EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log, tile_order, schedule_factor)

@@ -29,7 +29,7 @@ BY_CAUSE: dict[str, tuple[str, ...]] = {
     "no-gradient-flow": ("detach", "no-grad"),
     "dropout-at-inference": ("flag",),
     "data-digits-missing": ("bound",),
-    "learning-rate-too-low": ("learning-rate",),
+    "learning-rate-too-low": ("learning-rate", "schedule-factor"),
     "data-not-reversed": ("reverse",),
     "positional-encoding-formula": ("bound",),
     "bad-output-init": ("unscale", "drop"),
@@ -50,6 +50,7 @@ SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "
           "bound", "finite-minimum", "scale", "flag",
           # what a call is given or builds (calls.py)
           "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
+          "schedule-factor",
           # a local mask built and never read, given to the call it was built for (statements.py)
           "unread-mask",
           # which statements run and in what order (order.py): the training loop's mechanisms first, then the
@@ -58,7 +59,7 @@ SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "
 # edits that exist only where their mechanism is in the code (an optimizer's loop without zero_grad, a mask
 # applied to a softmax's output, ...): tried before the generic ones, whatever the line; the plain moves last
 FIRST = ("zero-grad", "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "no-copy",
-         "all-parameters", "activation", "distinct", "finite-log")
+         "all-parameters", "activation", "distinct", "finite-log", "schedule-factor")
 LAST = ("order", "drop-statement")
 # diagnoses that name no cause: their line is where the property first broke, searched generically
 SEARCHED = ("unexplained-failure",)

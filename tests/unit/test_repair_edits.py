@@ -119,6 +119,7 @@ def test_catalogue_kinds_exist_in_the_editors():
                  "per-step", "hoist", "buffer", "no-grad", "unused-mask", "unread-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup",
                  # calls.py and order.py (tests/unit/test_repair_order.py)
                  "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
+                 "schedule-factor",
                  "zero-grad",
                  "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order",
                  "drop-statement"}
@@ -301,3 +302,24 @@ def test_a_mask_tiled_batch_after_batch_is_tiled_row_by_row():
     for other in ("m.repeat(1, h, 1)", "m.repeat(h, 2, 1)", "m.repeat(1, 1, 1)", "m.repeat(h)", "m.repeat(*s)"):
         assert not edit.candidates(src.replace("m.repeat(h, 1, 1)", other), 2, ("tile-order",)), other
     assert "tile-order" in catalogue.BY_CAUSE["padding-mask-missing"] and "tile-order" in catalogue.SEARCH
+
+
+def test_a_schedules_factor_that_multiplies_in_the_learning_rate_again_loses_it():
+    """calls.schedule_factor: LambdaLR/MultiplicativeLR multiply the optimizer's lr by the function's value, so
+    `lambda s: lr * f(s)` trains at lr * lr. Only a product with a learning-rate name, only the factor function
+    (the first positional after the optimizer, or lr_lambda=)."""
+    src = "def f(opt, lr, w):\n    return LambdaLR(opt, lambda s: lr * min((s + 1) / w, 1.0))  # warm up\n"
+    (c,) = only(src, 2, "schedule-factor")
+    assert changed_lines(src, c.code) == [(
+        "    return LambdaLR(opt, lambda s: lr * min((s + 1) / w, 1.0))  # warm up",
+        "    return LambdaLR(opt, lambda s: min((s + 1) / w, 1.0))  # warm up")]
+    for form, want in (("LambdaLR(opt, lr_lambda=lambda s: s * base_lr)", "lr_lambda=lambda s: s"),
+                       ("MultiplicativeLR(opt, lambda s: 0.9 * lr * s)", "lambda s: 0.9 * s")):
+        (c,) = edit.candidates(src.replace("LambdaLR(opt, lambda s: lr * min((s + 1) / w, 1.0))", form), 2,
+                               ("schedule-factor",))
+        assert want in c.code, c.code
+    for other in ("LambdaLR(opt, lambda s: min((s + 1) / w, 1.0))", "LambdaLR(opt, lambda s: lr + s)",
+                  "StepLR(opt, lambda s: lr * s)", "LambdaLR(lambda s: lr * s, opt)", "LambdaLR(opt, f)"):
+        assert not edit.candidates(src.replace("LambdaLR(opt, lambda s: lr * min((s + 1) / w, 1.0))", other), 2,
+                                   ("schedule-factor",)), other
+    assert "schedule-factor" in catalogue.BY_CAUSE["learning-rate-too-low"] and "schedule-factor" in catalogue.SEARCH
