@@ -3,7 +3,8 @@
 A model trained as a deep copy of itself, an optimizer given one submodule's parameters, a flag tested for
 `is not None` where its value was meant, a Sequential of Linears with no activation between them, one
 module object repeated in a list, a log of a ratio that can be zero, a per-row tensor tiled in the wrong order
-for the heads, a schedule's factor that multiplies in the learning rate again. Each editor returns (kind, label, new
+for the heads, a schedule's factor that multiplies in the learning rate again, a time-major table cut by a
+batch-first input's batch axis. Each editor returns (kind, label, new
 node) for a node of the diagnosed statement, like sites.py; the verifier decides.
 """
 from __future__ import annotations
@@ -147,4 +148,31 @@ def schedule_factor(node):
     return []
 
 
-EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log, tile_order, schedule_factor)
+def _first_axis_to_second(up):
+    """`x.size(0)` -> `x.size(1)`, `x.shape[0]` -> `x.shape[1]`; None for anything else."""
+    if isinstance(up, cst.Call) and isinstance(up.func, cst.Attribute) and up.func.attr.value == "size" and \
+            len(up.args) == 1 and up.args[0].keyword is None and _int(up.args[0].value) == 0:
+        return up.with_changes(args=[up.args[0].with_changes(value=cst.Integer("1"))])
+    if isinstance(up, cst.Subscript) and isinstance(up.value, cst.Attribute) and up.value.attr.value == "shape" and \
+            len(up.slice) == 1 and isinstance(up.slice[0].slice, cst.Index) and _int(up.slice[0].slice.value) == 0:
+        return up.with_changes(slice=[up.slice[0].with_changes(slice=cst.Index(cst.Integer("1")))])
+    return None
+
+
+def time_major(node):
+    """pe[:x.size(0)] -> pe[:x.size(1)].transpose(0, 1): a table kept time-major, (max_len, 1, d) as for (T, B, d)
+    inputs, cut by the first axis of a batch-first (B, T, d) input - its batch - so each sequence gets the row of
+    its batch index; cut by the time axis and turned batch-first, (1, T, d). One edit: either half alone fails."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice)):
+        return []
+    sl = node.slice[0].slice
+    up = _first_axis_to_second(sl.upper) if sl.lower is None and sl.step is None and sl.upper is not None else None
+    if up is None:
+        return []
+    cut = node.with_changes(slice=[node.slice[0].with_changes(slice=sl.with_changes(upper=up))])
+    return [("time-major", f"{_code(cut)}.transpose(0, 1): the table cut by the time axis, turned batch-first",
+             cst.parse_expression(f"{_code(cut)}.transpose(0, 1)"))]
+
+
+EDITORS = (no_copy, all_parameters, truthiness, activation, distinct, finite_log, tile_order, schedule_factor,
+           time_major)

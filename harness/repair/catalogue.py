@@ -50,7 +50,7 @@ SEARCH = ("softmax-axis", "unwrap", "reduction-axis", "transpose", "polarity", "
           "bound", "finite-minimum", "scale", "flag",
           # what a call is given or builds (calls.py)
           "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
-          "schedule-factor",
+          "schedule-factor", "time-major",
           # a local mask built and never read, given to the call it was built for (statements.py)
           "unread-mask",
           # which statements run and in what order (order.py): the training loop's mechanisms first, then the

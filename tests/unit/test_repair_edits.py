@@ -119,7 +119,7 @@ def test_catalogue_kinds_exist_in_the_editors():
                  "per-step", "hoist", "buffer", "no-grad", "unused-mask", "unread-mask", "learning-rate", "unused-input", "reverse", "unscale", "drop", "residual", "all-rows", "unwrap", "warmup",
                  # calls.py and order.py (tests/unit/test_repair_order.py)
                  "no-copy", "all-parameters", "truthiness", "activation", "distinct", "finite-log", "tile-order",
-                 "schedule-factor",
+                 "schedule-factor", "time-major",
                  "zero-grad",
                  "scheduler-step", "train-mode", "eval-mode", "renormalise", "trained-only", "order",
                  "drop-statement"}
@@ -323,3 +323,18 @@ def test_a_schedules_factor_that_multiplies_in_the_learning_rate_again_loses_it(
         assert not edit.candidates(src.replace("LambdaLR(opt, lambda s: lr * min((s + 1) / w, 1.0))", other), 2,
                                    ("schedule-factor",)), other
     assert "schedule-factor" in catalogue.BY_CAUSE["learning-rate-too-low"] and "schedule-factor" in catalogue.SEARCH
+
+
+def test_a_time_major_table_cut_by_the_batch_axis_is_cut_by_time_and_turned():
+    """calls.time_major: pe kept (max_len, 1, d) for (T, B, d) inputs, cut by x.size(0) of a (B, T, d) input
+    (its batch); one edit does both halves: cut by x.size(1) and turned to (1, T, d)."""
+    src = "def f(self, x):\n    x = x + self.pe[:x.size(0)]  # add\n    return x\n"
+    (c,) = only(src, 2, "time-major")
+    assert changed_lines(src, c.code) == [("    x = x + self.pe[:x.size(0)]  # add",
+                                           "    x = x + self.pe[:x.size(1)].transpose(0, 1)  # add")]
+    (c,) = edit.candidates(src.replace("x.size(0)", "x.shape[0]"), 2, ("time-major",))
+    assert "self.pe[:x.shape[1]].transpose(0, 1)" in c.code
+    for other in ("self.pe[:x.size(1)]", "self.pe[1:x.size(0)]", "self.pe[:x.size(0):2]", "self.pe[:, :x.size(0)]",
+                  "self.pe[:n]", "self.pe[:x.size(dim=0)]"):
+        assert not edit.candidates(src.replace("self.pe[:x.size(0)]", other), 2, ("time-major",)), other
+    assert "time-major" in catalogue.SEARCH
