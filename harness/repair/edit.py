@@ -1,6 +1,6 @@
 """Candidate repairs of one line of the student's file: the file's text with one small edit made there.
 
-The file is parsed with LibCST and only the edited node is replaced (module.deep_replace), so every other
+The file is parsed with LibCST and only the edited node is replaced (deep_replace, its function rebuilt), so every other
 character of the file - formatting, comments, blank lines - is the student's own. Runs in the parent on the
 text alone: nothing is imported or executed.
 """
@@ -66,14 +66,25 @@ class _Collect(cst.CSTVisitor):
 
 @functools.lru_cache(maxsize=4)
 def _whole(source: str):
-    """(the module, what _Names found in it), or None when LibCST cannot parse the text."""
+    """(the module, what _Names found in it, where each top-level statement's text is), or None when LibCST
+    cannot parse the text. The places are character spans of the text, [start, end) per statement of
+    module.body, or None when the statements' own texts do not lie end to end in it (then nothing is spliced)."""
     try:
         module = cst.parse_module(source)
         names = _Names()
         module.visit(names)
+        texts = [module.code_for_node(stmt) for stmt in module.body]    # the statement's own lines, comments too
     except Exception:          # noqa: BLE001 - any text LibCST refuses is simply not repaired
         return None
-    return module, names
+    at = source.find(texts[0]) if texts else 0
+    places: list | None = []
+    for t in texts:
+        if at < 0 or source[at:at + len(t)] != t:
+            places = None
+            break
+        places.append((at, at + len(t)))
+        at += len(t)
+    return module, names, places
 
 
 def warm(source: str) -> None:
@@ -81,35 +92,73 @@ def warm(source: str) -> None:
     _whole(source)
 
 
+class Spliced:
+    """The module as the editors use it: `deep_replace(old, new).code` rebuilds only the top-level function or
+    class that holds `old` and puts its text in place of that statement's own (every other character is the
+    file's as it was, as a rebuild of the whole file gives it); anything else is the module's own."""
+
+    def __init__(self, module, source: str, part=None, place=None, inside=frozenset()):
+        self.module, self.source, self.part, self.place, self.inside = module, source, part, place, inside
+
+    def deep_replace(self, old, new):
+        if self.part is None or id(old) not in self.inside:
+            return self.module.deep_replace(old, new)
+        a, b = self.place
+        return _Text(self.source[:a] + self.module.code_for_node(self.part.deep_replace(old, new)) + self.source[b:])
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+
+@dataclass(frozen=True)
+class _Text:
+    code: str
+
+
 @functools.lru_cache(maxsize=16)
 def parse(source: str, line: int | None = None):
     """(module, collected) or None when LibCST cannot parse the text (a notebook, a syntax error).
 
     With `line`, only the top-level function or class holding it is collected with positions (positions cost
-    a code generation of what they cover: ~0.2 s for a whole lesson file, ~0.01 s for one class); its nodes
-    are the module's own, so an edit still rebuilds the whole file. Cached: the repairs of one file ask
-    once per line, and nothing here changes a tree (edits make new ones)."""
+    a code generation of what they cover: ~0.2 s for a whole lesson file, ~0.01 s for one class), once per
+    function (_part); its nodes are the module's own, and an edit rebuilds that function's text alone
+    (Spliced). Cached: the repairs of one file ask once per line, and nothing here changes a tree (edits make
+    new ones)."""
     whole = _whole(source)
     if whole is None:
         return None
-    module, names = whole
-    offset, part = len(module.header), None
-    for stmt in module.body if line is not None else ():
-        n = module.code_for_node(stmt).count("\n")          # the statement's own lines, comments before it too
+    module, names, places = whole
+    offset, index = len(module.header), None
+    for i, stmt in enumerate(module.body if line is not None else ()):
+        n = (source[places[i][0]:places[i][1]] if places else module.code_for_node(stmt)).count("\n")
         if offset < line <= offset + n:
-            part = stmt if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else None
+            index = i if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else None
             break
         offset += n
+    col = _part(source, index, offset if index is not None else 0)
+    if col is None:
+        return None
+    if index is None or places is None:
+        return Spliced(module, source), col
+    inside = frozenset(id(n) for n, _, _ in col.nodes) | {id(module.body[index])}
+    return Spliced(module, source, module.body[index], places[index], inside), col
+
+
+@functools.lru_cache(maxsize=16)
+def _part(source: str, index: int | None, offset: int):
+    """The positions of the top-level statement `index` (None: of the whole file), lines counted from `offset`."""
+    module, names, _ = _whole(source)
     try:
-        if part is None:       # a line at the top level (or none given): the whole file
-            wrapper, offset = MetadataWrapper(module, unsafe_skip_copy=True), 0
+        if index is None:      # a line at the top level (or none given): the whole file
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         else:
-            wrapper = MetadataWrapper(module.with_changes(body=[part], header=[], footer=[]), unsafe_skip_copy=True)
+            wrapper = MetadataWrapper(module.with_changes(body=[module.body[index]], header=[], footer=[]),
+                                      unsafe_skip_copy=True)
         col = _Collect(names, offset)
         wrapper.visit(col)
     except Exception:          # noqa: BLE001
         return None
-    return module, col
+    return col
 
 
 def span(col: _Collect, line: int) -> tuple[int, int]:
@@ -124,7 +173,7 @@ def span(col: _Collect, line: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Pending:
-    """An edit known for a line, its text not yet made (making it rebuilds the module: ~0.1 s each)."""
+    """An edit known for a line, its text not yet made (making it rebuilds the function it is in: Spliced)."""
     kind: str
     label: str
     make: Callable[[], str]

@@ -21,22 +21,44 @@ class _Names(cst.CSTVisitor):
         self.count[node.value] = self.count.get(node.value, 0) + 1
 
 
-def _function(col, line):
-    return min((f for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
-               key=lambda f: len(_code(f)), default=None)
+def innermost(col, line):
+    """The smallest function that holds `line`, by its lines (a nested def lies inside the one around it)."""
+    return min(((f, e - s) for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
+               key=lambda x: x[1], default=(None, 0))[0]
+
+
+_MEMO: dict = {}
+
+
+def per_function(fn, make):
+    """make(fn), once per function node and maker: the editors of every line of one function ask alike."""
+    key = (id(fn), make)
+    hit = _MEMO.get(key)
+    if hit is None or hit[0] is not fn:
+        if len(_MEMO) > 256:
+            _MEMO.clear()
+        hit = _MEMO[key] = (fn, make(fn))
+    return hit[1]
+
+
+def name_counts(fn) -> dict:
+    """How often each name occurs in fn (read it, never change it: it is shared)."""
+    v = _Names()
+    fn.visit(v)
+    return v.count
+
 
 
 def edits(module: cst.Module, col, a: int, b: int) -> list:
-    fn = _function(col, a)
+    fn = innermost(col, a)
     if fn is None:
         return []
-    v = _Names()
-    fn.visit(v)
+    counts = per_function(fn, name_counts)
     params = [p.name.value for p in fn.params.params + fn.params.kwonly_params]
-    local = set(params) | {n for n, k in v.count.items() if k > 1}
-    idle = [n for n, k in v.count.items() if k == 1 and n not in ("self", fn.name.value) and not n.startswith("_") and
+    local = set(params) | {n for n, k in counts.items() if k > 1}
+    idle = [n for n, k in counts.items() if k == 1 and n not in ("self", fn.name.value) and not n.startswith("_") and
             (n in params or n in col.names)]
-    made = _assigned(fn) if any(n not in params for n in idle) else set()
+    made = per_function(fn, _assigned) if any(n not in params for n in idle) else set()
     idle = [n for n in idle if n in params or n in made]
     if not idle:
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .inputs import innermost, name_counts, per_function
 from .sites import code as _code
 
 
@@ -89,35 +90,25 @@ def edits(module: cst.Module, col, a: int, b: int):
     return out
 
 
-class _Names(cst.CSTVisitor):
-    def __init__(self):
-        self.count = {}
-
-    def visit_Name(self, node):
-        self.count[node.value] = self.count.get(node.value, 0) + 1
-
-
 def unused(module: cst.Module, col, line: int, stmt) -> list:
     """A mask made and never used: `return pad` -> `return pad & causal`; a local that is only ever assigned
     given to the line's call (`layer(x)` -> `layer(x, src_key_padding_mask=key_padding)`: unread-mask); a
     parameter no call is given passed on (`f(x)` -> `f(x, causal=causal)`)."""
-    fn = min((f for f, s, e in col.nodes if isinstance(f, cst.FunctionDef) and s <= line <= e),
-             key=lambda f: len(_code(f)), default=None)
+    fn = innermost(col, line)
     if fn is None or stmt is None:
         return []
-    v = _Names()
-    fn.visit(v)
+    counts = per_function(fn, name_counts)
     params = {p.name.value for p in fn.params.params + fn.params.kwonly_params}
-    passed, targets = _call_args(fn), _target_counts(fn)       # targets: the names assigned, how often
-    maskish = [n for n in v.count if n != fn.name.value and ("mask" in n.lower() or "padding" in n.lower() or n in (
+    passed, targets = per_function(fn, _call_args), per_function(fn, _target_counts)   # targets: names assigned
+    maskish = [n for n in counts if n != fn.name.value and ("mask" in n.lower() or "padding" in n.lower() or n in (
         "causal", "future", "tri", "src_mask", "tgt_mask")) and (n in params or n in targets)]
     # built and never read (every mention assigns it), or a parameter (however defaulted) that no call is given
-    idle = [n for n in maskish if v.count[n] == 1 or (n not in params and v.count[n] == targets.get(n)) or
+    idle = [n for n in maskish if counts[n] == 1 or (n not in params and counts[n] == targets.get(n)) or
             (n in params and n not in passed)]
     out = []
     body = stmt.body[0]
     for n in idle:
-        if isinstance(body, cst.Return) and body.value is not None and n not in params and v.count[n] == 1:
+        if isinstance(body, cst.Return) and body.value is not None and n not in params and counts[n] == 1:
             new = body.with_changes(value=cst.parse_expression(f"{_code(body.value)} & {n}"))
             out.append(("unused-mask", f"combined with {n}, which was built and never used",
                         lambda b=body, x=new: module.deep_replace(b, x).code))

@@ -3,11 +3,14 @@ keeps every other character (comments, spacing) and gives valid Python; nothing 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 import pytest
 
 from harness.repair import catalogue, edit, show, verify
 from harness.repair.run import fixed_path, patched_text
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def changed_lines(src: str, code: str) -> list[tuple[str, str]]:
@@ -338,3 +341,23 @@ def test_a_time_major_table_cut_by_the_batch_axis_is_cut_by_time_and_turned():
                   "self.pe[:n]", "self.pe[:x.size(dim=0)]"):
         assert not edit.candidates(src.replace("self.pe[:x.size(0)]", other), 2, ("time-major",)), other
     assert "time-major" in catalogue.SEARCH
+
+
+def test_an_edit_rebuilds_its_function_alone_and_gives_the_text_a_whole_rebuild_gives(monkeypatch):
+    """edit.Spliced: the candidate's text is the file with the edited top-level function's text replaced; it
+    must be exactly what rebuilding the whole module gives, for every edit the editors make at every third line
+    of the reference (functions, methods, top-level statements, comments between them)."""
+    src = (ROOT / "reference_model" / "reversal.py").read_text()
+    spliced = {}
+    for line in range(1, src.count("\n") + 1, 3):          # every third line: ~1/3 of the edits, in ~4 s
+        edit.parse.cache_clear()
+        spliced[line] = [c.code for c in edit.candidates(src, line)]
+    monkeypatch.setattr(edit.Spliced, "deep_replace", lambda self, old, new: self.module.deep_replace(old, new))
+    n = 0
+    for line, texts in spliced.items():
+        edit.parse.cache_clear()
+        assert [c.code for c in edit.candidates(src, line)] == texts, line
+        n += len(texts)
+    assert n > 100                  # the comparison covered many edits
+    parsed = edit.parse(src, 60)
+    assert parsed[0].part is not None, "line 60 is inside a class: its edits are spliced"
