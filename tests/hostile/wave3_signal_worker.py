@@ -21,14 +21,15 @@ def _route_signals():
     }
     if hasattr(_signal, "pidfd_send_signal"):
         tries["pidfd"] = lambda: _signal.pidfd_send_signal(_os.open(f"/proc/{pp}", _os.O_RDONLY | _os.O_DIRECTORY), 0)
-    out = []
-    for name, fn in tries.items():
-        try:
-            fn()
-            out.append(f"{name}-ALLOWED")
-        except (OSError, ValueError):
-            out.append(f"{name}-REFUSED")
-    print("ROUTED", " ".join(out))
+    print("ROUTED", " ".join(f"{name}-{_outcome(fn)}" for name, fn in tries.items()))
+
+
+def _outcome(fn) -> str:
+    try:
+        fn()
+    except (OSError, ValueError):
+        return "REFUSED"
+    return "ALLOWED"
 
 
 class _AtLoad:                 # a class body runs when the file loads
