@@ -62,8 +62,8 @@ _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_bac
 # the next write): refused by confine.py's filter, reported here. (call, request) -> its name.
 _SIGNAL_OWNER = {("fcntl.fcntl", 8): "F_SETOWN", ("fcntl.fcntl", 15): "F_SETOWN_EX", ("fcntl.fcntl", 10): "F_SETSIG",
                  ("fcntl.ioctl", 0x8901): "FIOSETOWN", ("fcntl.ioctl", 0x8902): "SIOCSPGRP"}
-EVENTS = frozenset(("open", "ctypes.dlopen", "resource.prlimit", "fcntl.fcntl", "fcntl.ioctl") + tuple(_NET) + tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) +
-                   tuple(_CTYPES) + tuple(_INTROSPECT))
+EVENTS = frozenset(("open", "ctypes.dlopen", "resource.prlimit", "fcntl.fcntl", "fcntl.ioctl") + tuple(_NET) +
+                   tuple(_PROC) + tuple(_WRITES) + tuple(_LISTS) + tuple(_CTYPES) + tuple(_INTROSPECT))
 # Libraries that start processes of their own for what the student asked: torch's compiler workers and a
 # DataLoader's workers. Any other library starting one while the student's code is on the stack is reported.
 _SPAWNERS = ("torch/_inductor/", "torch/_dynamo/", "torch/utils/data/")

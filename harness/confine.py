@@ -12,8 +12,9 @@ from that worker would inherit the damage. Two layers:
   uid (PRIO_USER, IOPRIO_WHO_USER, kill(-1)). Calls that name their target where the filter cannot look
   (pidfd_send_signal on a /proc/<pid> folder; a descriptor's signal owner, F_SETOWN and its kin) always
   fail, and so does the kernel's key store (add_key, request_key, keyctl: a key one run leaves in the uid's
-  keyring is there for the next run of the same worker). The filter is inherited by everything the run starts and cannot be removed. Calls on the run's own processes are untouched. Other architectures than x86_64 and
-  aarch64 get no filter; the second layer still holds.
+  keyring is there for the next run of the same worker). The filter is inherited by everything the run
+  starts and cannot be removed. Calls on the run's own processes are untouched. Other architectures than
+  x86_64 and aarch64 get no filter; the second layer still holds.
 * `own_state()` / `changes()`: the worker records its own limits, and per thread its nice value, priority,
   scheduling policy and CPU affinity, when it starts, and compares after every run; any difference
   retires it and is reported against the run that made it (warm.py, runner.py).

@@ -1,8 +1,8 @@
 """Candidate repairs of one line of the student's file: the file's text with one small edit made there.
 
-The file is parsed with LibCST and only the edited node is replaced (deep_replace, its function rebuilt), so every other
-character of the file - formatting, comments, blank lines - is the student's own. Runs in the parent on the
-text alone: nothing is imported or executed.
+The file is parsed with LibCST and only the edited node is replaced (deep_replace; the text of the top-level
+function or class around it is rebuilt, Spliced), so every other character of the file - formatting, comments,
+blank lines - is the student's own. Runs in the parent on the text alone: nothing is imported or executed.
 """
 from __future__ import annotations
 
