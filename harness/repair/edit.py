@@ -140,7 +140,7 @@ def parse(source: str, line: int | None = None):
         return None
     if index is None or places is None:
         return Spliced(module, source), col
-    inside = frozenset(id(n) for n, _, _ in col.nodes) | {id(module.body[index])}
+    inside = frozenset(id(n) for n, _, _ in col.nodes)       # the function's own node is among them
     return Spliced(module, source, module.body[index], places[index], inside), col
 
 

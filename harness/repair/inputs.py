@@ -48,7 +48,6 @@ def name_counts(fn) -> dict:
     return v.count
 
 
-
 def edits(module: cst.Module, col, a: int, b: int) -> list:
     fn = innermost(col, a)
     if fn is None:
