@@ -1,7 +1,8 @@
 """What keeps a run from changing the processes around it (its warm worker, the sandbox's init, a grader
 without the sandbox), and how a worker tells that it was changed anyway.
 
-Student code runs under the same uid as its warm worker (zygote.py), so the kernel lets it lower the worker's
+Student code runs under the same uid as its warm worker (zygote.py; a run's own user namespace maps the uid onto
+itself: without privilege there is no other to take), so the kernel lets it lower the worker's
 resource limits (`prlimit(getppid(), ...)`), renice it (`setpriority`, also for a whole process group or
 every process of the uid), change its scheduling policy or CPU affinity, or signal it; every later run forked
 from that worker would inherit the damage. Two layers:
@@ -12,9 +13,11 @@ from that worker would inherit the damage. Two layers:
   uid (PRIO_USER, IOPRIO_WHO_USER, kill(-1)). Calls that name their target where the filter cannot look
   (pidfd_send_signal on a /proc/<pid> folder; a descriptor's signal owner, F_SETOWN and its kin) always
   fail, and so does the kernel's key store (add_key, request_key, keyctl: a key one run leaves in the uid's
-  keyring is there for the next run of the same worker). The filter is inherited by everything the run
-  starts and cannot be removed. Calls on the run's own processes are untouched. Other architectures than
-  x86_64 and aarch64 get no filter; the second layer still holds.
+  keyring is there for the next run of the same worker), and so does making a user namespace (unshare or clone
+  with CLONE_NEWUSER; clone3, whose flags the filter cannot read, does not exist: glibc falls back to clone;
+  bubblewrap's --disable-userns cannot be used for a warm worker, whose forks make one each: private_namespaces).
+  The filter is inherited by everything the run starts and cannot be removed. Calls on the run's own processes
+  are untouched. Other architectures than x86_64 and aarch64 get no filter; the second layer still holds.
 * `own_state()` / `changes()`: the worker records its own limits, and per thread its nice value, priority,
   scheduling policy and CPU affinity, when it starts, and compares after every run; any difference
   retires it and is reported against the run that made it (warm.py, runner.py).
@@ -32,16 +35,18 @@ _NATIVE = {  # machine -> (AUDIT_ARCH, syscall numbers)
                             "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314,
                             "ioprio_set": 251, "prlimit64": 302, "migrate_pages": 256, "move_pages": 279,
                             "pidfd_open": 434, "pidfd_send_signal": 424, "fcntl": 72, "ioctl": 16,
-                            "add_key": 248, "request_key": 249, "keyctl": 250}),
+                            "add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272, "clone": 56,
+                            "clone3": 435}),
     "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                              "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118,
                              "sched_setscheduler": 119, "sched_setaffinity": 122, "sched_setattr": 274,
                              "ioprio_set": 30, "prlimit64": 261, "migrate_pages": 238, "move_pages": 239,
                              "pidfd_open": 434, "pidfd_send_signal": 424, "fcntl": 25, "ioctl": 29,
-                             "add_key": 217, "request_key": 218, "keyctl": 219}),
+                             "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97, "clone": 220,
+                             "clone3": 435}),
 }
-_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1
-_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06      # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+_LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06   # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, JMP|JSET|K, RET|K
 _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
 # Ways to have the kernel signal a process named by something the filter cannot read (a descriptor, a
 # struct): the owner of a descriptor's I/O signals (fcntl F_SETOWN / F_SETOWN_EX, ioctl FIOSETOWN /
@@ -50,6 +55,16 @@ _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
 F_SETOWN, F_SETOWN_EX = 8, 15
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 ALWAYS = None          # a rule that refuses the call whatever its arguments
+CLONE_NEWUSER, CLONE_NEWIPC = 0x10000000, 0x08000000
+
+
+class Flags(tuple):
+    """A rule that refuses the call when its argument (index, mask) has any of the mask's bits set."""
+
+
+class Absent(tuple):
+    """A rule under which the call does not exist (ENOSYS): its caller falls back to an older one the filter
+    can read (glibc: clone3, whose flags are in a struct, -> clone)."""
 
 
 def _arg(i: int) -> int:
@@ -73,13 +88,21 @@ def _program(arch: int, nrs: dict, pids: list[int], x86: bool) -> list[tuple]:
         # the kernel's key store: its user keyring belongs to the uid in the sandbox's user namespace, so a key
         # one run adds there is read by every later run of the same warm worker (a channel between students)
         "add_key": ALWAYS, "request_key": ALWAYS, "keyctl": ALWAYS,
+        # a user namespace of the run's making: every capability inside it, and the kernel's code that only
+        # privileged users reach otherwise (a warm worker's run gets its own before its code runs: zygote.py)
+        "unshare": Flags((0, CLONE_NEWUSER)), "clone": Flags((0, CLONE_NEWUSER)), "clone3": Absent(),
     }
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _EPERM), (_LD, 0, 0, 0)]
     if x86:
         prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _EPERM)]     # the x32 ABI: never the harness's
     for name, conds in rules.items():
-        if conds is ALWAYS:
-            prog += [(_JEQ, 0, 1, nrs[name]), (_RET, 0, 0, _EPERM)]
+        if conds is ALWAYS or isinstance(conds, Absent):
+            prog += [(_JEQ, 0, 1, nrs[name]), (_RET, 0, 0, _EPERM if conds is ALWAYS else _ENOSYS)]
+            continue
+        if isinstance(conds, Flags):
+            i, mask = conds        # the flag set: refused; else allowed (A is overwritten: nothing follows)
+            prog += [(_JEQ, 0, 4, nrs[name]), (_LD, 0, 0, _arg(i)), (_JSET, 1, 0, mask), (_RET, 0, 0, _ALLOW),
+                     (_RET, 0, 0, _EPERM)]
             continue
         block = []
         for i, values in conds:
@@ -94,6 +117,57 @@ def _program(arch: int, nrs: dict, pids: list[int], x86: bool) -> list[tuple]:
         prog += block
     prog.append((_RET, 0, 0, _ALLOW))
     return prog
+
+
+def filter_works() -> bool:
+    """This machine gets the filter (its architecture is known, the kernel has seccomp filters): only then may a
+    warm worker's sandbox let its runs make user namespaces (the filter is what forbids them to student code)."""
+    if platform.machine() not in _NATIVE:
+        return False
+    try:
+        with open("/proc/self/status") as f:
+            return any(ln.startswith("Seccomp_filters:") for ln in f)
+    except OSError:
+        return False
+
+
+def private_namespaces() -> bool:
+    """In a warm worker's fork, before any student code (zygote.py): a user namespace and an IPC namespace of
+    the run's own, then no capability in them. The uid is mapped onto itself (a run sees the uid a cold run
+    sees), but what the kernel keeps per user namespace (the uid's keyrings, System V IPC, POSIX queues, the
+    owner of the run's processes) is this run's alone and dies with it; the filter (protect) then keeps the
+    run from making another one. False where the kernel refuses (the run goes on as before: the filter and
+    the worker's checks after the run still hold). The calling process must be single-threaded."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC) != 0:
+            return False
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        return _drop_capabilities(libc)
+    except Exception:       # noqa: BLE001 - no namespace of its own: the run is isolated as before
+        return False
+
+
+def _drop_capabilities(libc) -> bool:
+    """Every capability the new user namespace gave this process, gone for good: the bounding and ambient sets
+    emptied, then effective, permitted and inheritable (capset, version 3)."""
+    import ctypes
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:           # PR_CAPBSET_DROP; EINVAL past the last capability
+            break
+    libc.prctl(47, 4, 0, 0, 0)                           # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+    return libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()) == 0
 
 
 def tids_of(pid: int) -> list[int]:

@@ -114,13 +114,15 @@ def _try_bwrap() -> tuple[bool, str]:
 # ---------------------------------------------------------------------------
 
 def command(cmd: list[str], *, work: Path, isolate: str = "auto", pass_fd: int | None = None,
-            device: str = "cpu") -> list[str]:
+            device: str = "cpu", run_namespaces: bool = False) -> list[str]:
     """The command line that runs `cmd` (the child) under the requested isolation.
 
-    Inherited file descriptors (the result pipe `pass_fd`) pass through bwrap unchanged."""
+    Inherited file descriptors (the result pipe `pass_fd`) pass through bwrap unchanged. run_namespaces: a warm
+    worker, which gives each run a user namespace of its own (confine.private_namespaces), so the sandbox may
+    not forbid making one; a run's seccomp filter forbids it instead (confine.protect)."""
     if mode(isolate) == "none":
         return cmd
-    return _bwrap_args(shutil.which("bwrap") or "bwrap", Path(work), device) + list(cmd)
+    return _bwrap_args(shutil.which("bwrap") or "bwrap", Path(work), device, run_namespaces) + list(cmd)
 
 
 def python_path(isolate_mode: str) -> list[str]:
@@ -141,12 +143,12 @@ def _site_dirs() -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _bwrap_args(exe: str, work: Path, device: str) -> list[str]:
+def _bwrap_args(exe: str, work: Path, device: str, run_namespaces: bool = False) -> list[str]:
     work = str(Path(work).resolve())
     a = [exe, "--unshare-user", "--uid", "65534", "--gid", "65534", "--unshare-pid", "--unshare-net",
          "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
          "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if _supports("--disable-userns"):
+    if not run_namespaces and _supports("--disable-userns"):
         a += ["--disable-userns"]
     # The writable places besides the run's folder are size-capped tmpfs (their memory is not the address
     # space the memory limit counts); the root and /dev are remounted read-only at the end.

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import sandbox, scratch
+from . import confine, sandbox, scratch
 from .protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 
 START_TIMEOUT_S = 120.0
@@ -115,7 +115,8 @@ class Worker:
             fd = theirs.fileno()
             private = ["--private-tmp"] if self.isolation == "bwrap" else []   # else the machine's own /tmp
             cmd = sandbox.command([sys.executable, "-m", "harness.zygote", "--control-fd", str(fd)] + private,
-                                  work=self.slot, isolate=self.isolation, pass_fd=fd)
+                                  work=self.slot, isolate=self.isolation, pass_fd=fd,
+                                  run_namespaces=confine.filter_works())
             if self.isolation == "bwrap":      # its IPC namespace outlives a run: POSIX queues must be visible
                 cmd[cmd.index("--dev") + 2:cmd.index("--dev") + 2] = ["--mqueue", "/dev/mqueue"]
             self.proc = subprocess.Popen(cmd, cwd=self.slot, env=scratch.env(self.threads, self.slot, self.isolation,

@@ -8,7 +8,8 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
 * becomes the subreaper of everything below it and non-dumpable (no process of the sandbox can read or
   write its memory or descriptors);
 * per request on its control socket (a JSON message and four descriptors: the key pipe, stdout, stderr,
-  the result pipe), forks; the fork closes the socket, starts its own session, takes the descriptors as
+  the result pipe), forks; the fork closes the socket, starts its own session, enters a user and an IPC
+  namespace of its own with no capability in them (confine.private_namespaces), takes the descriptors as
   0, 1, 2 and 3, sets every limit to the worker's recorded one and then the run's own (address space, CPU
   time, processes, file size, open files), moves into the run's
   folder, draws fresh random seeds and runs `harness.child` exactly as a cold child does;
@@ -117,12 +118,15 @@ def _warm_up() -> None:
     gc.freeze()
 
 
-def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict) -> None:
+def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict, private: bool = False) -> None:
     """In the fork: become a fresh child for this run, then run harness.child. Never returns."""
     code = 1
     try:
         control.close()
         os.setsid()
+        if private:                    # in bubblewrap's sandbox: a user and an IPC namespace of this run's own
+            from .confine import private_namespaces
+            private_namespaces()
         for target, fd in zip(FORK_FDS, fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -283,7 +287,7 @@ def serve(control_fd: int, private: bool) -> int:
             for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             _prctl(4, 1)                 # the fork is an ordinary child again (faulthandler, core limit 0)
-            _fork_run(req, fds, control, base)
+            _fork_run(req, fds, control, base, private)
         for fd in fds:
             os.close(fd)
         control.send(json.dumps({CTL_STARTED: pid}).encode())

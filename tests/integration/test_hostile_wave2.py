@@ -144,6 +144,30 @@ def test_no_key_one_run_leaves_in_the_kernels_key_store_reaches_the_next(tmp_pat
         assert "ctypes" in ops_of(r), ops_of(r)
 
 
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="no filter for this architecture")
+def test_each_run_of_a_warm_worker_has_a_user_namespace_of_its_own_and_cannot_make_one(tmp_path, fresh_workers):
+    """Runs of one warm worker shared its user and IPC namespace: what the kernel keeps there (the uid's
+    keyrings, System V IPC, POSIX queues) passed from one student to the next. Each run now gets both of its
+    own (confine.private_namespaces), holds no capability in them, sees the uid a cold run sees, and cannot
+    make a user namespace itself (unshare refused, clone3 absent: the filter)."""
+    if sandbox.mode() != "bwrap":
+        pytest.skip("a warm worker's runs get namespaces of their own inside bubblewrap")
+    path = build("wave3_namespace", tmp_path / "n")
+    cold = run(path)
+    first, second = run(path, warm_run=True), run(path, warm_run=True)
+    assert second["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
+    ns = [re.search(r"^NS (\S+) (\S+)$", r["stdout"], re.M).groups() for r in (first, second)]
+    assert ns[0][0] != ns[1][0] and ns[0][1] != ns[1][1], ns
+    uid = re.search(r"^UID .*$", cold["stdout"], re.M).group(0)
+    for r in (cold, first, second):
+        assert re.search(r"^UNSHARE Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
+        assert re.search(r"^CLONE3 Function not implemented$", r["stdout"], re.M), r["stdout"][-500:]
+        assert re.search(r"^UID .*$", r["stdout"], re.M).group(0) == uid
+        assert "ctypes" in ops_of(r), ops_of(r)
+    for r in (first, second):
+        assert re.search(r"^CAPS 0+ 0+ 0+$", r["stdout"], re.M), r["stdout"][-500:]
+
+
 def test_a_run_that_changes_its_worker_is_reported_and_the_worker_retired(tmp_path, fresh_workers):
     """Folders the worker cannot empty (no permissions) in its shared scratch places: the worker retires,
     the run that did it carries the finding, and the next student sees nothing of it."""

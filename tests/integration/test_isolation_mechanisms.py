@@ -76,6 +76,39 @@ def test_the_filter_refuses_every_way_to_change_the_parent_and_allows_the_same_o
     assert routed["pidfd"] == routed["fd-owner"] == "refused", routed
 
 
+@pytest.mark.skipif(confine._NATIVE.get(os.uname().machine) is None, reason="no filter for this architecture")
+def test_under_the_filter_no_user_namespace_is_made_and_threads_forks_and_commands_still_start():
+    """unshare/clone with CLONE_NEWUSER are refused; clone3 (its flags in a struct the filter cannot read) does
+    not exist, and glibc's threads, posix_spawn and fork fall back to clone, which the filter reads."""
+    import ctypes
+    import subprocess
+    import threading
+
+    def child():
+        ok = confine.protect([os.getppid()])
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = {"installed": ok, "unshare": libc.unshare(confine.CLONE_NEWUSER), "errno": ctypes.get_errno()}
+        libc.syscall.restype = ctypes.c_long
+        out["clone3"] = (libc.syscall(435, (ctypes.c_uint64 * 11)(), ctypes.c_size_t(88)), ctypes.get_errno())
+        if out["clone3"][0] == 0:
+            os._exit(0)
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(1))
+        t.start(), t.join()
+        out["thread"] = seen == [1]
+        out["spawn"] = subprocess.run(["/bin/sh", "-c", "exit 7"]).returncode
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3)
+        out["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        return out
+    got = _in_fork(child)
+    assert got.get("installed") is True, got
+    assert got["unshare"] == -1 and got["errno"] == 1, got          # EPERM
+    assert got["clone3"] == [-1, 38], got                              # ENOSYS
+    assert got["thread"] and got["spawn"] == 7 and got["fork"] == 3, got
+
+
 def test_without_the_filter_the_same_calls_reach_the_parent():
     """The attack is real: the kernel lets a same-uid child do it (what the filter is for)."""
     parent = os.getpid()
