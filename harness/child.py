@@ -330,7 +330,7 @@ def main(argv=None):
     beside = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)   # what runs in a 2nd process
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
-    for probe in child_side.gate_first(todo, gate) if gate else todo:
+    for probe in todo:
         if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
             side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable, gate)
             beside = beside if side is not None else []         # could not fork: all of them run here

@@ -17,9 +17,8 @@ memory there ends the whole check as out of memory, as it would in one process. 
 `grade --jobs N` when the jobs already fill the cores, and with CUDA (a CUDA context does not survive fork).
 
 A repair's re-check with a gate (Limits.gate: the checks its candidate must now pass) stops as soon as one of
-them does not (`gate_fails`, the rule repair/verify.py decides by): the gate's probes run first in the first
-process (`gate_first`; only probes that measure the same in any order move), so what ran measures what it
-would have and a failing candidate is rejected early; a fork that stops says so on the pipe (`G<probe id>`), the
+them does not (`gate_fails`, the rule repair/verify.py decides by): the probes keep their order and their
+process, so what ran measures what it would have; a fork that stops says so on the pipe (`G<probe id>`), the
 first process reads that between its probes (`pump`), and a first process that stops ends the fork (`abandon`).
 The candidate is then rejected from a partial result in a fraction of a full re-check.
 """
@@ -58,20 +57,6 @@ def gate_fails(checks: list, gate: frozenset, probe_id: str) -> bool:
             after.setdefault(c["id"], c)
     mine = [g for g in gate if g in after or PROBE_OF.get(g, g) == probe_id]
     return bool(mine) and not passes(after, mine)
-
-
-def gate_first(todo: list, gate: frozenset) -> list:
-    """The order this process runs its probes in: a re-check with a gate runs the gate's probes right after the
-    static ones (whose answers the others may read), so a candidate that fails is rejected before the rest ran.
-    Only probes that read nothing another leaves (probes.EITHER) move: each seeds and builds its own model and
-    inputs, so what it measures does not depend on what ran before it. The result keeps `todo`'s order."""
-    from .probes import EITHER
-    want = {PROBE_OF.get(g, g) for g in gate}
-    early = [p for p in todo if p.id in want and p.id in EITHER]
-    if not early:
-        return todo
-    statics = [p for p in todo if p.cost == "static"]
-    return statics + early + [p for p in todo if p.cost != "static" and p not in early]
 
 
 def plan(todo: list, allowed: bool, costs: dict | None = None, gate: frozenset = frozenset()) -> list:

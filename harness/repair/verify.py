@@ -5,11 +5,10 @@ the submission holding `code`: `only` = just these probes, else the quick suite 
 checks the candidate must pass, the re-check stopping at the first that does not (Limits.gate). A candidate is
 *verified* when every failed check the diagnosis cites now passes and no passing re-run check fails, errs or
 skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
-change too: nothing else may move, not even from measured to unmeasured). One re-check a candidate, cheap
-for those that fail: the probes the edit can reach (reached.py, affects.py; else the quick suite) with the
-cited checks as its gate, whose probes run first (child_side.gate_first), so an edit that does not repair
-stops there, in a fraction of a second. A re-check splits its probes between its two processes by the
-checked run's timings (Limits.costs).
+change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
+cited checks' probes alone first (most edits fail there, in well under a second), then the probes the edit
+can reach (reached.py, affects.py; else the quick suite); the first candidate, usually the repair, goes to them
+at once. A re-check splits its probes between its two processes by the checked run's timings (Limits.costs).
 """
 from __future__ import annotations
 
@@ -156,22 +155,27 @@ def _recheck_plan(code: str, source: str, before: dict, coverage: dict | None, c
 def _verify(cands, source, name, before, targets, others_cited, recheck, found_by, tried, rejected, coverage=None):
     """The first candidate that verifies, as a `repair`; None when none does (tried/rejected are filled)."""
     cited_p = _probes(targets)
-    extra = ",".join(cited_p)
+    only = extra = ",".join(cited_p)
     gate = ",".join(targets)        # a re-check that runs a target's probe stops once a target fails there
     for c in cands:
         tried.append(c.code)
         plan = _recheck_plan(c.code, source, before, coverage, cited_p)
-        # one re-check of every probe the edit can reach, with the gate: the cited checks' probes run first
-        # and a candidate that does not repair stops there (child_side.gate_first), so a failing candidate
-        # costs about what its cited probes alone would, and one that repairs pays one re-check, not two
+        # the first candidate (the cause's usual fix, which mostly repairs) goes straight to every probe it
+        # needs, stopping early if it does not repair; later ones pass the cited checks' probes alone first
+        first = None
+        if len(tried) > 1 or (plan is not None and not plan[0]):
+            first = recheck(c.code, only, "", gate)
+            if not _passes(first, targets):
+                continue
         carried: list[str] = []
         if plan is None:
-            full = recheck(c.code, "", extra, gate)
+            full = recheck(c.code, "", extra, "" if first is not None else gate)
         else:
             rest, carried = plan
-            full = recheck(c.code, ",".join(sorted(set(rest) | set(cited_p))), "", gate)
-        if len(tried) > 1 and not _passes(full, targets):
-            continue        # stopped at the gate: not a repair (the first candidate's failure is on record)
+            todo = rest if first is not None else sorted(set(rest) | set(cited_p))
+            full = dict(first or {})
+            if todo:
+                full.update(recheck(c.code, ",".join(todo), "", "" if first is not None else gate))
         moved = changed(before, full, targets, others_cited)
         if not _passes(full, targets) or moved:
             rejected.append({"label": c.label, "changed": moved, "removed_failure": _passes(full, targets)})

@@ -10,8 +10,6 @@ import pytest
 
 import mutants
 from harness.api import check_file
-from harness.checks import PROBE_OF
-from harness.probes import select
 from harness.runner import Limits
 from mutants.lm_export import mutant_repo_files, reference_repo_files
 from mutants.lm_registry import lm_get
@@ -222,10 +220,6 @@ def test_a_gated_recheck_stops_at_the_first_gate_check_that_fails_and_keeps_what
     assert gated["timings"].get("gated") == 1
     ids = [c["id"] for c in gated["checks"]]
     assert "attn-rows-sum" in ids and len(ids) < len(full["checks"]) and "overfit" not in ids
-    # the gate's probe ran right after the static ones: the suite's probes before it (eval-determinism,
-    # first-loss, ...) did not run (child_side.gate_first)
-    statics = {p.id for p in select("reversal", True) if p.cost == "static"}
-    assert {PROBE_OF.get(i, i) for i in ids} - statics == {"attn-rows-sum"}, ids
     for c in gated["checks"]:
         assert (c["status"], c.get("measured")) == (by[c["id"]]["status"], by[c["id"]].get("measured")), c["id"]
     open_gate = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs, gate="shapes,overfit"))

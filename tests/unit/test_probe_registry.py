@@ -95,28 +95,6 @@ def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
     assert {"causal-leak", "train-trace"}.isdisjoint(p.id for p in beside) and beside
 
 
-def test_a_gated_recheck_runs_the_gates_probes_right_after_the_static_ones():
-    """child_side.gate_first: a candidate that does not repair is rejected before the rest of the suite ran;
-    only probes that measure the same in any order (probes.EITHER) move, and only behind the static ones."""
-    from harness import child_side
-    from harness.probes import EITHER, select
-    todo = select("reversal", True)
-    ids = [p.id for p in todo]
-    order = [p.id for p in child_side.gate_first(todo, frozenset({"decode-consistency"}))]
-    statics = [p.id for p in todo if p.cost == "static"]
-    assert sorted(order) == sorted(ids) and order[:len(statics)] == statics
-    assert order[len(statics)] == "decode-consistency"            # the suite's last forward probe, now first
-    assert [i for i in order if i != "decode-consistency"] == [i for i in ids if i != "decode-consistency"]
-    # a gate names checks: train-shift is one of train-trace's, and moves it
-    order = [p.id for p in child_side.gate_first(todo, frozenset({"train-shift", "decode-consistency"}))]
-    assert order[len(statics):len(statics) + 2] == [i for i in ids if i in ("train-trace", "decode-consistency")]
-    assert child_side.gate_first(todo, frozenset()) == todo
-    block = select("block", True)        # block-causal reads what block-causal-off found: it never moves
-    assert "block-causal" not in EITHER and child_side.gate_first(block, frozenset({"block-causal"})) == block
-    lm = select("lm", True)
-    assert child_side.gate_first(lm, frozenset(p.id for p in lm)) == lm     # lm's probes share their lines
-
-
 def test_a_forks_stop_line_counts_only_in_a_recheck_with_a_gate():
     """child_side._take: `G<id>` from the fork stops the first process only when the run has a gate (a plain
     check never stops early, whatever student code in the fork writes on the pipe); the report stays whole."""
