@@ -6,9 +6,9 @@ checks the candidate must pass, the re-check stopping at the first that does not
 *verified* when every failed check the diagnosis cites now passes and no passing re-run check fails, errs or
 skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
 change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
-cited checks' probes alone first (most edits fail there, in well under a second), then the probes the edit
-can reach (reached.py, affects.py; else the quick suite); the first candidate, usually the repair, goes to them
-at once. A re-check splits its probes between its two processes by the checked run's timings (Limits.costs).
+cited checks' probes alone first, a screen (most edits fail there, in well under a second), then the probes the
+edit can reach (reached.py, affects.py; else the quick suite), the cited ones again among them in the suite's
+order, which is what the result takes; the first candidate, usually the repair, goes to them at once. A re-check splits its probes between its two processes by the checked run's timings (Limits.costs).
 """
 from __future__ import annotations
 
@@ -167,15 +167,16 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
             first = recheck(c.code, only, "", gate)
             if not _passes(first, targets):
                 continue
+        # a screen that passed proves nothing yet: the cited probes ran there without the probes the suite
+        # runs before them, and what a probe measures can depend on them (state the student's module keeps
+        # across probes, e.g. a cached mask changed in place); they run again, in the suite's order
         carried: list[str] = []
         if plan is None:
-            full = recheck(c.code, "", extra, "" if first is not None else gate)
+            full = recheck(c.code, "", extra, gate)
         else:
             rest, carried = plan
-            todo = rest if first is not None else sorted(set(rest) | set(cited_p))
-            full = dict(first or {})
-            if todo:
-                full.update(recheck(c.code, ",".join(todo), "", "" if first is not None else gate))
+            full = first if first is not None and not rest else \
+                recheck(c.code, ",".join(sorted(set(rest) | set(cited_p))), "", gate)
         moved = changed(before, full, targets, others_cited)
         if not _passes(full, targets) or moved:
             rejected.append({"label": c.label, "changed": moved, "removed_failure": _passes(full, targets)})

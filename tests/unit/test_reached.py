@@ -214,3 +214,32 @@ def test_a_usual_fix_that_removes_the_failure_but_moves_another_check_is_not_ver
     assert not d["repair"]["verified"] and d["confidence"] == 0.9
     assert any("removed the failure but changed another check (decode-batch-rows: pass -> skip)" in e
                for e in d["evidence"])
+
+
+def test_a_later_candidate_is_measured_in_the_suites_order_not_by_its_screen(monkeypatch):
+    """A later candidate's cited probes run alone first (a screen); what verifies it is their run in the suite's
+    order with the rest of what the edit reaches: a pass that only the screen saw (what the student's module
+    keeps across probes can differ there) is not a repair."""
+    from types import SimpleNamespace
+    before = {"causal-leak": {"status": "fail", "measured": 0.2},
+              "attn-rows-sum": {"status": "pass", "measured": 0.0}}
+    monkeypatch.setattr(verify, "_recheck_plan", lambda *a: (["attn-rows-sum"], []))   # the edit reaches one more
+    calls = []
+
+    def recheck(code, only, extra, gate=""):       # the probes asked for, in the suite's order
+        calls.append((code, only, gate))
+        ran = only.split(",")
+        alone = ran == ["causal-leak"]            # the screen: causal-leak without attn-rows-sum before it
+        leak = "pass" if alone or code == "good" else "fail"
+        out = {"causal-leak": {"status": leak, "measured": 0.0 if leak == "pass" else 0.2}} if "causal-leak" in ran \
+            else {}
+        if "attn-rows-sum" in ran:
+            out["attn-rows-sum"] = {"status": "pass", "measured": 0.0}
+        return out
+    cands = [SimpleNamespace(code=x, label=x, kind="k", line=3) for x in ("first", "screen-only", "good")]
+    tried, rejected = [], []
+    r = verify._verify(iter(cands), "src", "m.py", before, ["causal-leak"], set(), recheck, "catalogue", tried,
+                       rejected)
+    assert r["label"] == "good" and r["after"] == {"causal-leak": 0.0}
+    assert [x["label"] for x in rejected] == ["first", "screen-only"]
+    assert ("screen-only", "attn-rows-sum,causal-leak", "causal-leak") in calls     # again, in the suite's order
