@@ -9,6 +9,10 @@ import platform as _platform
 
 class _AtLoad:                 # a class body runs when the file loads
     print("NS", _os.readlink("/proc/self/ns/user"), _os.readlink("/proc/self/ns/ipc"))
+    try:                       # the sandbox's init: in the namespaces the warm worker has
+        print("INIT", _os.readlink("/proc/1/ns/user"), _os.readlink("/proc/1/ns/ipc"))
+    except OSError as _e:
+        print("INIT unreadable", _e.errno)
     with open("/proc/self/status") as _f:
         print("CAPS", " ".join(ln.split()[1] for ln in _f if ln.startswith(("CapEff:", "CapPrm:", "CapBnd:"))))
     print("UID", _os.getuid(), _os.getgid())

@@ -156,8 +156,10 @@ def test_each_run_of_a_warm_worker_has_a_user_namespace_of_its_own_and_cannot_ma
     cold = run(path)
     first, second = run(path, warm_run=True), run(path, warm_run=True)
     assert second["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
-    ns = [re.search(r"^NS (\S+) (\S+)$", r["stdout"], re.M).groups() for r in (first, second)]
-    assert ns[0][0] != ns[1][0] and ns[0][1] != ns[1][1], ns
+    for r in (first, second):      # not the worker's (two runs' ids may be equal: a freed id is reused)
+        ns = re.search(r"^NS (\S+) (\S+)$", r["stdout"], re.M).groups()
+        init = re.search(r"^INIT (\S+) (\S+)$", r["stdout"], re.M).groups()
+        assert ns[0] != init[0] and ns[1] != init[1], (ns, init)
     uid = re.search(r"^UID .*$", cold["stdout"], re.M).group(0)
     for r in (cold, first, second):
         assert re.search(r"^UNSHARE Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
