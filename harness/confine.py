@@ -55,7 +55,8 @@ _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
 F_SETOWN, F_SETOWN_EX = 8, 15
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 ALWAYS = None          # a rule that refuses the call whatever its arguments
-CLONE_NEWUSER, CLONE_NEWIPC = 0x10000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWIPC, CLONE_NEWNS = 0x10000000, 0x08000000, 0x00020000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 2, 4, 8, 4096, 16384, 1 << 18, 2
 
 
 class Flags(tuple):
@@ -131,18 +132,21 @@ def filter_works() -> bool:
         return False
 
 
-def private_namespaces() -> bool:
+def private_namespaces(fresh: dict | None = None) -> bool:
     """In a warm worker's fork, before any student code (zygote.py): a user namespace and an IPC namespace of
     the run's own, then no capability in them. The uid is mapped onto itself (a run sees the uid a cold run
     sees), but what the kernel keeps per user namespace (the uid's keyrings, System V IPC, POSIX queues, the
     owner of the run's processes) is this run's alone and dies with it; the filter (protect) then keeps the
-    run from making another one. False where the kernel refuses (the run goes on as before: the filter and
-    the worker's checks after the run still hold). The calling process must be single-threaded."""
+    run from making another one. With `fresh` ({folder: (size in bytes, mount points in it to keep)}) also a
+    mount namespace of its own, where each of those writable folders is a new, empty, size-capped tmpfs
+    (fresh_scratch): what the run writes there is never the worker's and is gone with the run's last process.
+    False where the kernel refuses (the run goes on as before: the filter and the worker's emptying and
+    checks after the run still hold). The calling process must be single-threaded."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         uid, gid = os.getuid(), os.getgid()
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC) != 0:
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC | (CLONE_NEWNS if fresh else 0)) != 0:
             return False
     except Exception:       # noqa: BLE001 - no namespace of its own: the run is isolated as before
         return False
@@ -153,7 +157,54 @@ def private_namespaces() -> bool:
         mapped = True
     except OSError:
         mapped = False
+    if mapped and fresh:
+        fresh_scratch(libc, fresh)
     return _drop_capabilities(libc) and mapped     # whatever the maps did: no capability reaches student code
+
+
+def fresh_scratch(libc, fresh: dict) -> list[str]:
+    """In a mount namespace of the run's own (its user namespace's, so the mounts die with the run): a new
+    tmpfs over each writable folder, capped at its size and with the folder's mode; the mounts the sandbox
+    placed inside it (the worker's own folder, bound from the host, with the run's folder in it) are bound
+    again at the same paths. Returns the folders made fresh; one that fails is left as the worker's."""
+    import ctypes
+    import stat
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:     # nothing of ours propagates out
+        return []
+    done = []
+    for top, (size, keep) in sorted(fresh.items()):
+        held = []
+        try:
+            mode = stat.S_IMODE(os.stat(top).st_mode)
+            for m in sorted(keep, key=len):              # outer mount points first: inner ones come with them
+                held.append((m, os.open(m, os.O_PATH | os.O_NOFOLLOW), os.path.isdir(m)))
+            if libc.mount(b"tmpfs", top.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                          f"size={int(size)},mode={mode:o}".encode()) != 0:
+                continue
+            try:
+                for m, fd, is_dir in held:
+                    os.makedirs(m if is_dir else os.path.dirname(m), exist_ok=True)
+                    if not is_dir:
+                        open(m, "a").close()
+                    if libc.mount(f"/proc/self/fd/{fd}".encode(), m.encode(), None, MS_BIND | MS_REC, None) != 0:
+                        raise OSError(ctypes.get_errno(), f"bind {m}")
+            except OSError:                              # the run must reach its folder: the worker's tmpfs again
+                libc.umount2(top.encode(), MNT_DETACH)
+                continue
+            done.append(top)
+        except OSError:
+            continue
+        finally:
+            for _, fd, _ in held:
+                os.close(fd)
+    # POSIX queues made through /dev/mqueue's files land in the IPC namespace of whoever mounted it (the
+    # worker's): the run's own namespace gets a view of its own there
+    if os.path.ismount("/dev/mqueue") and libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue",
+                                                     MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0:
+        done.append("/dev/mqueue")
+    return done
 
 
 def _drop_capabilities(libc) -> bool:

@@ -118,8 +118,8 @@ def command(cmd: list[str], *, work: Path, isolate: str = "auto", pass_fd: int |
     """The command line that runs `cmd` (the child) under the requested isolation.
 
     Inherited file descriptors (the result pipe `pass_fd`) pass through bwrap unchanged. run_namespaces: a warm
-    worker, which gives each run a user namespace of its own (confine.private_namespaces), so the sandbox may
-    not forbid making one; a run's seccomp filter forbids it instead (confine.protect)."""
+    worker, which gives each run user, IPC and mount namespaces of its own (confine.private_namespaces), so the
+    sandbox may not forbid making one; a run's seccomp filter forbids it instead (confine.protect)."""
     if mode(isolate) == "none":
         return cmd
     return _bwrap_args(shutil.which("bwrap") or "bwrap", Path(work), device, run_namespaces) + list(cmd)

@@ -8,13 +8,14 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
 * becomes the subreaper of everything below it and non-dumpable (no process of the sandbox can read or
   write its memory or descriptors);
 * per request on its control socket (a JSON message and four descriptors: the key pipe, stdout, stderr,
-  the result pipe), forks; the fork closes the socket, starts its own session, enters a user and an IPC
-  namespace of its own with no capability in them (confine.private_namespaces), takes the descriptors as
+  the result pipe), forks; the fork closes the socket, starts its own session, enters a user, an IPC and a
+  mount namespace of its own with no capability in them (confine.private_namespaces), where /tmp, /var/tmp
+  and /dev/shm are new empty size-capped tmpfs that die with the run, takes the descriptors as
   0, 1, 2 and 3, sets every limit to the worker's recorded one and then the run's own (address space, CPU
   time, processes, file size, open files), moves into the run's
   folder, draws fresh random seeds and runs `harness.child` exactly as a cold child does;
-* after the fork exits: kills every process left below it, reaps them, empties /tmp, /var/tmp, /dev/shm and
-  /dev/mqueue, removes System V IPC objects, compares its own limits, nice value, scheduling policy and CPU
+* after the fork exits: kills every process left below it, reaps them, empties its own /tmp, /var/tmp,
+  /dev/shm and /dev/mqueue (where a run could not have its own), removes System V IPC objects, compares its own limits, nice value, scheduling policy and CPU
   affinity (every thread's) with those it recorded at start (confine.py), and only then reports the exit
   status; a change, or a folder it could not empty, is reported with it (`poisoned`) and the worker exits,
   so the next submission gets a fresh one. The grading process checks that no process of the run is left
@@ -118,15 +119,22 @@ def _warm_up() -> None:
     gc.freeze()
 
 
+def _fresh_places() -> dict:
+    """What a run's own mount namespace makes fresh (confine.fresh_scratch): each of the sandbox's capped tmpfs
+    with the mounts the sandbox put in it (the worker's folder, binds of sys.path folders), {} without bubblewrap."""
+    from .sandbox import SCRATCH_MB
+    return {top: (mb << 20, sorted(_BASELINE[top][1])) for top, mb in SCRATCH_MB.items() if top in _BASELINE}
+
+
 def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict, private: bool = False) -> None:
     """In the fork: become a fresh child for this run, then run harness.child. Never returns."""
     code = 1
     try:
         control.close()
         os.setsid()
-        if private:                    # in bubblewrap's sandbox: a user and an IPC namespace of this run's own
-            from .confine import private_namespaces
-            private_namespaces()
+        if private:                    # in bubblewrap's sandbox: user, IPC and mount namespaces of this run's own,
+            from .confine import private_namespaces    # its /tmp, /var/tmp and /dev/shm new and empty
+            private_namespaces(_fresh_places())
         for target, fd in zip(FORK_FDS, fds):
             os.dup2(fd, target)
         for fd in fds:

@@ -1,5 +1,6 @@
-# hostile: at load, reads which user and IPC namespace it runs in (a run that shared them with the next one
-# could pass it keys, queues and IPC objects), whether it holds any capability, and tries to make a user
+# hostile: at load, reads which user, IPC and mount namespace it runs in and what its scratch places hold (a run
+# that shared them with the next one could pass it keys, queues, IPC objects and files), writes to /tmp,
+# whether it holds any capability, and tries to make a user
 # namespace of its own (every capability inside it) through unshare and clone3, raw system calls through ctypes
 # base: reference
 # flake8: noqa  (a fragment: tests/integration/test_hostile_wave2.py appends it to its base)
@@ -8,14 +9,21 @@ import os as _os
 import platform as _platform
 
 class _AtLoad:                 # a class body runs when the file loads
-    print("NS", _os.readlink("/proc/self/ns/user"), _os.readlink("/proc/self/ns/ipc"))
-    try:                       # the sandbox's init: in the namespaces the warm worker has
-        print("INIT", _os.readlink("/proc/1/ns/user"), _os.readlink("/proc/1/ns/ipc"))
-    except OSError as _e:
-        print("INIT unreadable", _e.errno)
+    print("NS", _os.readlink("/proc/self/ns/user"), _os.readlink("/proc/self/ns/ipc"), _os.readlink("/proc/self/ns/mnt"))
     with open("/proc/self/status") as _f:
         print("CAPS", " ".join(ln.split()[1] for ln in _f if ln.startswith(("CapEff:", "CapPrm:", "CapBnd:"))))
     print("UID", _os.getuid(), _os.getgid())
+    for _top in ("/tmp", "/var/tmp", "/dev/shm"):     # the run's scratch places: how big, what they hold
+        _st = _os.statvfs(_top)
+        print("SCRATCH", _top, _st.f_blocks * _st.f_frsize, ",".join(sorted(_os.listdir(_top))) or "-")
+    with open("/proc/self/mountinfo") as _f:        # each mount point and its file system
+        print("MOUNTS", " ".join(f"{ln.split()[4]}={ln.split(' - ')[1].split()[0]}" for ln in _f))
+    try:                       # write where the next run might look
+        with open("/tmp/left-by-a-run", "w") as _f:
+            _f.write("x")
+        print("WROTE /tmp")
+    except OSError as _e:
+        print("WROTE refused", _e.errno)
     _NR = {"x86_64": (272, 435), "aarch64": (97, 435)}.get(_platform.machine())     # unshare, clone3
     if _NR is not None:
         _libc = _ct.CDLL(None, use_errno=True)

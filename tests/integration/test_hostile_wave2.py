@@ -19,7 +19,7 @@ import pytest
 
 import mutants
 from harness import rubric as rubric_mod
-from harness import sandbox, warm
+from harness import confine, sandbox, warm
 from harness.api import check_file
 from harness.runner import Limits
 
@@ -144,22 +144,54 @@ def test_no_key_one_run_leaves_in_the_kernels_key_store_reaches_the_next(tmp_pat
         assert "ctypes" in ops_of(r), ops_of(r)
 
 
+def own_scratch() -> bool:
+    """Each run of a warm worker gets namespaces and scratch places of its own: inside bubblewrap, where the
+    filter works (sandbox.command lets the worker's runs make their namespaces only then)."""
+    return sandbox.mode() == "bwrap" and confine.filter_works()
+
+
+def worker_namespaces() -> dict[str, set[str]]:
+    """The namespace ids of every process of the idle warm workers (bubblewrap's, the sandbox's init, the worker
+    itself), read from here: the run cannot read them from inside its own user namespace (the kernel refuses)."""
+    out: dict[str, set[str]] = {"user": set(), "ipc": set(), "mnt": set()}
+    for w in list(warm._all):
+        for pid in w.base:
+            for kind in out:
+                try:
+                    out[kind].add(os.readlink(f"/proc/{pid}/ns/{kind}"))
+                except OSError:
+                    pass
+    return out
+
+
 @pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="no filter for this architecture")
-def test_each_run_of_a_warm_worker_has_a_user_namespace_of_its_own_and_cannot_make_one(tmp_path, fresh_workers):
-    """Runs of one warm worker shared its user and IPC namespace: what the kernel keeps there (the uid's
-    keyrings, System V IPC, POSIX queues) passed from one student to the next. Each run now gets both of its
-    own (confine.private_namespaces), holds no capability in them, sees the uid a cold run sees, and cannot
-    make a user namespace itself (unshare refused, clone3 absent: the filter)."""
-    if sandbox.mode() != "bwrap":
-        pytest.skip("a warm worker's runs get namespaces of their own inside bubblewrap")
+def test_each_run_of_a_warm_worker_has_namespaces_and_scratch_of_its_own_and_cannot_make_one(tmp_path,
+                                                                                        fresh_workers):
+    """Runs of one warm worker shared its user, IPC and mount namespace: what the kernel keeps there (the uid's
+    keyrings, System V IPC, POSIX queues) and the files in its /tmp, /var/tmp and /dev/shm passed from one
+    student to the next (emptied after each run, but by the worker). Each run now gets all three of its own
+    (confine.private_namespaces), its scratch places new size-capped tmpfs with the worker's folder bound
+    again, holds no capability in them, sees the uid a cold run sees, and cannot make a user namespace itself
+    (unshare refused, clone3 absent: the filter)."""
+    if not own_scratch():
+        pytest.skip("a warm worker's runs get namespaces of their own inside bubblewrap, where the filter works")
     path = build("wave3_namespace", tmp_path / "n")
     cold = run(path)
     first, second = run(path, warm_run=True), run(path, warm_run=True)
     assert second["timings"].get("torch_import_s", 1) < 0.05, "not the same warm worker"
+    worker = worker_namespaces()
+    mine = {k: os.readlink(f"/proc/self/ns/{k}") for k in worker}
+    assert all(worker[k] - {mine[k]} for k in worker), ("the worker's namespaces were not read", worker)
     for r in (first, second):      # not the worker's (two runs' ids may be equal: a freed id is reused)
-        ns = re.search(r"^NS (\S+) (\S+)$", r["stdout"], re.M).groups()
-        init = re.search(r"^INIT (\S+) (\S+)$", r["stdout"], re.M).groups()
-        assert ns[0] != init[0] and ns[1] != init[1], (ns, init)
+        ns = dict(zip(worker, re.search(r"^NS (\S+) (\S+) (\S+)$", r["stdout"], re.M).groups()))
+        assert all(ns[k] not in worker[k] for k in worker), (ns, worker)
+        mounts = re.search(r"^MOUNTS (.*)$", r["stdout"], re.M).group(1).split()
+        for top in ("/tmp", "/var/tmp", "/dev/shm"):
+            assert mounts.count(f"{top}=tmpfs") == 2, (top, mounts)       # the worker's, and the run's over it
+            size, held = re.search(rf"^SCRATCH {top} (\d+) (\S+)$", r["stdout"], re.M).groups()
+            assert int(size) == sandbox.SCRATCH_MB[top] << 20, (top, size)
+            assert "left-by-a-run" not in held, (top, held)               # the run before wrote it to /tmp
+        assert re.search(r"^WROTE /tmp$", r["stdout"], re.M), r["stdout"][-500:]
     uid = re.search(r"^UID .*$", cold["stdout"], re.M).group(0)
     for r in (cold, first, second):
         assert re.search(r"^UNSHARE Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
@@ -170,20 +202,28 @@ def test_each_run_of_a_warm_worker_has_a_user_namespace_of_its_own_and_cannot_ma
         assert re.search(r"^CAPS 0+ 0+ 0+$", r["stdout"], re.M), r["stdout"][-500:]
 
 
-def test_a_run_that_changes_its_worker_is_reported_and_the_worker_retired(tmp_path, fresh_workers):
-    """Folders the worker cannot empty (no permissions) in its shared scratch places: the worker retires,
-    the run that did it carries the finding, and the next student sees nothing of it."""
+def test_folders_a_run_cannot_empty_in_scratch_places_never_reach_the_next_student(tmp_path, fresh_workers):
+    """Folders nobody may enter (mode 0) planted in every writable place. Where each run has scratch places of
+    its own (own_scratch) they were the run's own tmpfs, gone with it: the worker is unchanged and kept, the
+    run keeps its 100 with its writes on its record (nothing of anyone else was touched). Elsewhere the worker's emptying fails, so it
+    retires and the run that did it carries the finding. Either way the next student sees nothing of them."""
     r = run(build("wave2_stuck_scratch", tmp_path / "s"), warm_run=True)
     planted = re.search(r"^PLANT (.*)$", r["stdout"], re.M).group(1).split()
     for top in ("/", "/etc", "/opt", "/root", "/var", "/dev", "/usr"):
         if sandbox.mode() == "bwrap":                # read-only root: nothing outside the scratch places
             assert f"{top}:REFUSED" in planted, planted
-    if sandbox.mode() == "bwrap":
+    nxt = run(build("wave2_find_planted", tmp_path / "f"), warm_run=True)
+    if own_scratch():
+        assert all(f"{top}:PLANTED" in planted for top in ("/tmp", "/var/tmp", "/dev/shm")), planted
+        assert "tampering" not in causes(r) and check_of(r, "isolation") is None, (causes(r), check_of(r, "isolation"))
+        assert score(r) == 100          # its writes outside its folder are on its record (forbidden-operation)
+        assert "mkdir" in ops_of(r), ops_of(r)
+        assert nxt["timings"].get("torch_import_s", 1) < 0.05, "the worker was retired: the run reached it"
+    elif sandbox.mode() == "bwrap":
         assert "tampering" in causes(r), causes(r)
         iso = check_of(r, "isolation")
         assert iso["status"] == "fail" and "could not be emptied" in iso["detail"], iso
         assert score(r) == 0
-    nxt = run(build("wave2_find_planted", tmp_path / "f"), warm_run=True)
     assert re.search(r"^FOUND-PLANTED nothing$", nxt["stdout"], re.M), nxt["stdout"][-500:]
 
 
@@ -269,7 +309,7 @@ def test_what_a_library_does_for_the_student_is_reported(tmp_path):
 
 # ---------------------------------------------------------------------------- a batch
 
-POISONERS = ["wave2_poison_worker", "wave2_stuck_scratch"]
+POISONERS = ["wave2_poison_worker", "wave3_signal_worker"]
 FORGERS = ["wave2_frame_forge", "wave2_tb_walk", "wave2_torch_swap", "wave2_delegate", "wave2_library_ops"]
 
 
@@ -307,7 +347,7 @@ def test_a_batch_of_hostile_submissions_leaves_every_canary_clean(tmp_path, monk
             assert rows[n]["integrity"] == "", (n, rows[n]["integrity"])
             continue
         assert rows[n]["integrity"], (n, "no integrity finding")
-        if not n.endswith(("wave2_poison_worker", "wave2_library_ops")):
+        if not n.endswith(("wave2_poison_worker", "wave3_signal_worker", "wave2_library_ops")):
             assert res[n]["grade"]["score"] == 0, (n, res[n]["grade"])
     for p in out.rglob("*"):
         if p.is_file() and p.suffix in (".json", ".html", ".csv", ".log"):
