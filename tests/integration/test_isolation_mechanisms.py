@@ -109,6 +109,53 @@ def test_under_the_filter_no_user_namespace_is_made_and_threads_forks_and_comman
     assert got["thread"] and got["spawn"] == 7 and got["fork"] == 3, got
 
 
+def _scratch_in_fork(scratch, keep: list) -> dict:
+    """In a fork: a run's namespaces with `scratch` made fresh (keeping `keep`), then what the run sees and does."""
+    def child():
+        ok = confine.private_namespaces({str(scratch): (8 << 20, [str(k) for k in keep])})
+        if not ok:
+            return {"namespaces": False}
+        st = os.statvfs(scratch)
+        out = {"namespaces": True, "size": st.f_blocks * st.f_frsize, "listing": sorted(os.listdir(scratch))}
+        (scratch / "run.txt").write_text("written by the run")
+        for k in keep:
+            if k.is_dir():
+                out.setdefault("kept", {})[k.name] = sorted(os.listdir(k))
+                (k / "from-run.txt").write_text("the run's result")
+        with open("/proc/self/status") as f:
+            out["caps"] = [ln.split()[1] for ln in f if ln.startswith(("CapEff:", "CapPrm:"))]
+        return out
+    return _in_fork(child)
+
+
+def test_a_runs_mount_namespace_makes_its_scratch_fresh_and_binds_the_workers_folder_again(tmp_path):
+    """confine.private_namespaces with `fresh`, in a forked process: the scratch folder is a new empty tmpfs of
+    the given size, so nothing the worker (or a run before) left there is seen and nothing the run writes there
+    reaches the worker; the folder kept inside it (the worker's slot, with the run's folder) is the same folder
+    again, both ways; no capability is left. A kept folder that cannot be opened leaves the scratch as it was
+    (the run must reach its folder)."""
+    scratch = tmp_path / "scratch"
+    (scratch / "slot").mkdir(parents=True)
+    (scratch / "left-by-the-worker.txt").write_text("x")
+    (scratch / "slot" / "submission.py").write_text("x")
+    def userns():
+        import ctypes
+        return {"made": ctypes.CDLL(None, use_errno=True).unshare(confine.CLONE_NEWUSER) == 0}
+    if not _in_fork(userns)["made"]:
+        pytest.skip("this kernel gives no user namespace to this process")
+    got = _scratch_in_fork(scratch, [scratch / "slot"])
+    assert got.get("namespaces"), got
+    assert got["size"] == 8 << 20 and got["listing"] == ["slot"], got
+    assert got["kept"] == {"slot": ["submission.py"]}, got
+    assert got["caps"] == ["0" * 16, "0" * 16], got
+    assert not (scratch / "run.txt").exists()                        # the run's own tmpfs, gone with it
+    assert (scratch / "slot" / "from-run.txt").read_text() == "the run's result"
+    assert (scratch / "left-by-the-worker.txt").exists()
+    got = _scratch_in_fork(scratch, [scratch / "slot", scratch / "missing"])
+    assert got["namespaces"] and "left-by-the-worker.txt" in got["listing"], got
+    assert (scratch / "run.txt").exists()                            # as before: the worker's folder
+
+
 def test_without_the_filter_the_same_calls_reach_the_parent():
     """The attack is real: the kernel lets a same-uid child do it (what the filter is for)."""
     parent = os.getpid()
