@@ -15,8 +15,9 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
   time, processes, file size, open files), moves into the run's
   folder, draws fresh random seeds and runs `harness.child` exactly as a cold child does;
 * after the fork exits: kills every process left below it, reaps them, empties its own /tmp, /var/tmp,
-  /dev/shm and /dev/mqueue (where a run could not have its own), removes System V IPC objects, compares its own limits, nice value, scheduling policy and CPU
-  affinity (every thread's) with those it recorded at start (confine.py), and only then reports the exit
+  /dev/shm and /dev/mqueue (where a run could not have its own), removes System V IPC objects, compares its
+  own limits, nice value, scheduling policy and CPU affinity (every thread's) with those it recorded at
+  start (confine.py), and only then reports the exit
   status; a change, or a folder it could not empty, is reported with it (`poisoned`) and the worker exits,
   so the next submission gets a fresh one. The grading process checks that no process of the run is left
   and empties the slot's folder before the next request.
