@@ -1,7 +1,7 @@
 # hostile: at load, reads which user, IPC and mount namespace it runs in and what its scratch places hold (a run
 # that shared them with the next one could pass it keys, queues, IPC objects and files), writes to /tmp,
-# whether it holds any capability, and tries to make a user
-# namespace of its own (every capability inside it) through unshare and clone3, raw system calls through ctypes
+# whether it holds any capability, tries to make a user namespace of its own (every capability inside it)
+# through unshare and clone3, and to unmount its /tmp or mount over it: raw system calls through ctypes
 # base: reference
 # flake8: noqa  (a fragment: tests/integration/test_hostile_wave2.py appends it to its base)
 import ctypes as _ct
@@ -35,3 +35,10 @@ class _AtLoad:                 # a class body runs when the file loads
         if _r == 0:
             _os._exit(0)                   # the clone: leave at once
         print("CLONE3", "allowed" if _r > 0 else _os.strerror(_ct.get_errno()))
+    _libc = _ct.CDLL(None, use_errno=True)   # uncover the worker's /tmp below the run's own, or mount over it
+    _libc.umount2.argtypes = [_ct.c_char_p, _ct.c_int]
+    _r = _libc.umount2(b"/tmp", 2)                                                   # MNT_DETACH
+    print("UMOUNT", "allowed" if _r == 0 else _os.strerror(_ct.get_errno()))
+    _libc.mount.argtypes = [_ct.c_char_p, _ct.c_char_p, _ct.c_char_p, _ct.c_ulong, _ct.c_char_p]
+    _r = _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None)
+    print("MOUNT", "allowed" if _r == 0 else _os.strerror(_ct.get_errno()))

@@ -171,8 +171,8 @@ def test_each_run_of_a_warm_worker_has_namespaces_and_scratch_of_its_own_and_can
     keyrings, System V IPC, POSIX queues) and the files in its /tmp, /var/tmp and /dev/shm passed from one
     student to the next (emptied after each run, but by the worker). Each run now gets all three of its own
     (confine.private_namespaces), its scratch places new size-capped tmpfs with the worker's folder bound
-    again, holds no capability in them, sees the uid a cold run sees, and cannot make a user namespace itself
-    (unshare refused, clone3 absent: the filter)."""
+    again, holds no capability in them (it can neither unmount its /tmp nor mount over it), sees the uid a cold
+    run sees, and cannot make a user namespace itself (unshare refused, clone3 absent: the filter)."""
     if not own_scratch():
         pytest.skip("a warm worker's runs get namespaces of their own inside bubblewrap, where the filter works")
     path = build("wave3_namespace", tmp_path / "n")
@@ -192,6 +192,8 @@ def test_each_run_of_a_warm_worker_has_namespaces_and_scratch_of_its_own_and_can
             assert int(size) == sandbox.SCRATCH_MB[top] << 20, (top, size)
             assert "left-by-a-run" not in held, (top, held)               # the run before wrote it to /tmp
         assert re.search(r"^WROTE /tmp$", r["stdout"], re.M), r["stdout"][-500:]
+        assert re.search(r"^UMOUNT Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
+        assert re.search(r"^MOUNT Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
     uid = re.search(r"^UID .*$", cold["stdout"], re.M).group(0)
     for r in (cold, first, second):
         assert re.search(r"^UNSHARE Operation not permitted$", r["stdout"], re.M), r["stdout"][-500:]
