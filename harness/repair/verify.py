@@ -170,7 +170,9 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                 continue
         # a screen that passed proves nothing yet: the cited probes ran there without the probes the suite
         # runs before them, and what a probe measures can depend on them (state the student's module keeps
-        # across probes, e.g. a cached mask changed in place); they run again, in the suite's order
+        # across probes, e.g. a cached mask changed in place); they run again, in the suite's order, with
+        # every probe the edit can reach. When the edit reaches no other probe, that run is the screen itself
+        # (the same probes, the same order) and is not repeated
         carried: list[str] = []
         if plan is None:
             full = recheck(c.code, "", extra, gate)
