@@ -327,14 +327,19 @@ def main(argv=None):
 
     todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes)
     gate = child_side.parse_gate(lim.gate)      # a repair's re-check: stop once a check it needs fails
-    beside = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)   # what runs in a 2nd process
+    # what runs in a 2nd process (shared: a re-check's queue both draw from, this one once its own are done)
+    beside, shared = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
-    for probe in todo:
+
+    def order():
+        yield from ((p, False) for p in todo)
+        yield from ((p, True) for p in child_side.drawn(side))
+    for probe, drawn in order():
         if beside and side is None and contract_ok and probe.cost != "static":   # after the static checks
-            side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable, gate)
+            side = child_side.start(beside, run, ctx, guard, audit, captured, _jsonable, gate, shared)
             beside = beside if side is not None else []         # could not fork: all of them run here
-        if side is not None and probe in beside:
+        if side is not None and probe in beside and not drawn:
             continue
         send({"event": MSG_PHASE, "name": probe.id})
         t = time.perf_counter()
@@ -349,8 +354,9 @@ def main(argv=None):
     if side is not None and result["timings"].get("gated") and not side.gated:
         child_side.abandon(side)                # this process stopped: the fork's answers are moot
     elif side is not None:
-        made.update(child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY,
-                                      send))
+        for k, v in child_side.finish(side, result["timings"], guard, audit, captured, ctx, _die, EXIT_MEMORY,
+                                      send).items():
+            made.setdefault(k, v)       # a probe this process ran is its own, whatever the fork says
         if side.gated:
             result["timings"]["gated"] = 1      # the fork stopped (after this process had ended, perhaps)
     result["checks"].extend(c for p in todo for c in made.get(p.id, []))   # one process's order

@@ -16,6 +16,15 @@ or a fork that ends without a result turns the side probes into error checks tha
 memory there ends the whole check as out of memory, as it would in one process. `--side` is off under
 `grade --jobs N` when the jobs already fill the cores, and with CUDA (a CUDA context does not survive fork).
 
+A repair's re-check (Limits.costs: the checked run's seconds per probe) shares its probes instead: those either
+process may run go, longest first, on a queue both draw from (a pipe holding one byte per probe: a read takes
+each byte once). The fork draws from the start; the first process runs the probes that must stay with it (the
+gate's, order-bound ones) and then draws too. A repaired model's costs are not the checked one's (overfit
+stops at its pass line: a model that memorises faster or never does times it wrong), so a split fixed from
+the timings could leave one process idle for a third of the re-check; drawn, the two end within about one
+probe of each other. Each probe is seeded by its id and builds its own model and inputs: which process draws
+it does not change what it measures.
+
 A repair's re-check with a gate (Limits.gate: the checks its candidate must now pass) stops as soon as one of
 them does not (`gate_fails`, the rule repair/verify.py decides by): the probes keep their order and their
 process, so what ran measures what it would have; a fork that stops says so on the pipe (`G<probe id>`), the
@@ -39,10 +48,17 @@ MAX_BYTES = 64 * 1024 * 1024      # the side's report; artifacts are bounded by 
 
 
 class Side:
-    def __init__(self, pid: int, fd: int, probes: list, key: bytes, gate: frozenset = frozenset()):
+    def __init__(self, pid: int, fd: int, probes: list, key: bytes, gate: frozenset = frozenset(),
+                 queue: int | None = None):
         self.pid, self.fd, self.probes, self.key, self.gate = pid, fd, probes, key, gate
         self.ids = {p.id for p in probes}
         self.buf, self.size, self.ended, self.gated = b"", 0, False, ""
+        self.queue = queue      # shared: the queue's read end (plan), else None (the fork runs all of `probes`)
+        self.taken: set = set()     # shared: the probes the fork said it runs (its `P` lines)
+
+    def theirs(self) -> set:
+        """The probes whose checks the fork's report may give: all of them, or, shared, those it drew."""
+        return self.ids if self.queue is None else self.ids & self.taken
 
 
 def parse_gate(text: str) -> frozenset:
@@ -59,26 +75,29 @@ def gate_fails(checks: list, gate: frozenset, probe_id: str) -> bool:
     return bool(mine) and not passes(after, mine)
 
 
-def plan(todo: list, allowed: bool, costs: dict | None = None, gate: frozenset = frozenset()) -> list:
-    """The probes to run beside the others: those marked `side`, or in a full check only the long training
-    ones (brief-training: the rest then balance it). With `costs` (a repair's re-check: seconds per probe as the
-    checked run measured them) the two processes are balanced instead: see `balance`; the gate's probes then
-    stay here, where a failure stops the re-check at once (the fork's is read only between this one's probes)."""
+def plan(todo: list, allowed: bool, costs: dict | None = None, gate: frozenset = frozenset()) -> tuple[list, bool]:
+    """(the probes to run beside the others, shared). A check: those marked `side`, or in a full check only
+    the long training ones (brief-training: the rest then balance it), run by the fork alone (shared False).
+    With `costs` (a repair's re-check: seconds per probe as the checked run measured them): every probe
+    either process may run (`side` ones and probes.EITHER), longest first, on a queue both draw from (shared
+    True; see `shares`); the gate's probes stay here, where a failure stops the re-check at once (the fork's is
+    read only between this one's probes)."""
     if not allowed:
-        return []
+        return [], False
     if costs:
-        return balance(todo, costs, frozenset(PROBE_OF.get(g, g) for g in gate))
+        return shares(todo, costs, frozenset(PROBE_OF.get(g, g) for g in gate)), True
     beside = [p for p in todo if p.side]
     if any(p.cost == "train" for p in beside):
         beside = [p for p in beside if p.cost == "train"]
-    return beside
+    return beside, False
 
 
-def balance(todo: list, costs: dict, keep: frozenset = frozenset()) -> list:
-    """The probes to run beside so that the two processes end together: the longest first, each to the process
-    with less to do (ties stay here, so a lone probe needs no fork). Only probes that either process may run
-    move (`side` ones and probes.EITHER); a re-check of the forward path otherwise leaves the second core idle
-    (its training probes are ~0.9 s of the ~2.5 s). A probe the checked run did not time costs the median."""
+def shares(todo: list, costs: dict, keep: frozenset = frozenset()) -> list:
+    """The probes both processes draw from, longest first (the checked run's costs; one it did not time costs
+    the median): the longest start at once, and what is left at the end is short, so the two end together
+    whatever the repaired model's own costs. Empty when there is nothing to share: a lone probe needs no fork.
+    A re-check of the forward path otherwise leaves the second core idle (its training probes are ~0.9 s of
+    the ~2.5 s)."""
     from .probes import EITHER
     run = [p for p in todo if p.cost != "static"]
     known = sorted(costs.values())
@@ -87,15 +106,33 @@ def balance(todo: list, costs: dict, keep: frozenset = frozenset()) -> list:
     def cost(p) -> float:
         return costs.get(p.id, typical)
     movable = [p for p in run if (p.side or p.id in EITHER) and p.id not in keep]
-    here = sum(cost(p) for p in run if p not in movable)
-    there, beside = 0.0, set()
-    for p in sorted(movable, key=cost, reverse=True):     # stable: equal costs keep the suite's order
-        if there < here:
-            beside.add(p.id)
-            there += cost(p)
-        else:
-            here += cost(p)
-    return [p for p in todo if p.id in beside]
+    if len(movable) + (len(run) > len(movable)) < 2:
+        return []
+    return sorted(movable, key=cost, reverse=True)     # stable: equal costs keep the suite's order
+
+
+def drawn(side: Side | None):
+    """The shared probes this process runs once its own are done: each one the queue still holds."""
+    if side is not None and side.queue is not None:
+        yield from _drawing(side.queue, side.probes)
+
+
+def _drawing(queue: int, probes: list):
+    while (i := _draw(queue)) is not None:
+        if i < len(probes):
+            yield probes[i]
+
+
+def _draw(fd: int) -> int | None:
+    """The next index on the queue; None once it is empty (or unreadable: then nothing more is drawn here)."""
+    while True:
+        try:
+            b = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            return None
+        return b[0] if b else None
 
 
 def parse_costs(text: str) -> dict:
@@ -112,8 +149,10 @@ def parse_costs(text: str) -> dict:
     return out
 
 
-def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozenset = frozenset()) -> Side | None:
-    """Fork; the fork runs `probes` with run(probe) and reports on a pipe. None: could not fork (run them here).
+def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozenset = frozenset(),
+          shared: bool = False) -> Side | None:
+    """Fork; the fork runs `probes` with run(probe) (shared: those it draws from their queue, see `drawn`) and
+    reports on a pipe. None: could not fork (run them here).
 
     The report is keyed as the result channel is (a fresh key, in memory only): writing a forged report to
     the pipe takes finding the key, not just the descriptor. jsonable: the child's JSON fallback."""
@@ -121,6 +160,15 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
         r, w = os.pipe()
     except OSError:
         return None
+    queue = None
+    if shared and len(probes) < 256:    # a suite has a few dozen probes: a byte names each
+        try:        # one byte per probe, longest first (shares); no writer is left: empty reads as the end
+            queue, qw = os.pipe()
+            os.write(qw, bytes(range(len(probes))))
+            os.close(qw)
+        except OSError:
+            os.close(r), os.close(w)
+            return None
     key = secrets.token_hex(16).encode()
     marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
              {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped)
@@ -130,6 +178,8 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
         pid = os.fork()
     except OSError:
         os.close(r), os.close(w)
+        if queue is not None:
+            os.close(queue)
         gc.unfreeze()
         return None
     finally:
@@ -137,12 +187,12 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
     if pid:
         gc.unfreeze()                           # this process collects as before
         os.close(w)
-        return Side(pid, r, probes, key, gate)
+        return Side(pid, r, probes, key, gate, queue)
     os.close(r)                                 # the fork: run the side probes, report, and end
     code = 0
     try:
         out = {"checks": {}, "timings": {}}
-        for p in probes:
+        for p in _drawing(queue, probes) if queue is not None else probes:
             os.write(w, f"P{p.id}\n".encode())     # which one runs now: the first process passes it on
             t = time.perf_counter()
             out["checks"][p.id] = run(p)
@@ -153,7 +203,7 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
         n_find, n_acc, n_mod, n_parts, art, n_dropped = marks
         out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
         if ctx.reach is not None and ctx.reach.on:
-            out["coverage"] = {p.id: ctx.reach.by.get(p.id, []) for p in probes}
+            out["coverage"] = {i: ctx.reach.by.get(i, []) for i in out["checks"]}     # the probes it ran
         out["guard"] = {"findings": guard.findings[n_find:], "lines": guard.lines[n_find:],
                         "accepted": guard.accepted[n_acc:], "module_changes": guard.module_changes[n_mod:]}
         out["audit"] = [[list(k), rec] for k, rec in audit.records.items()]
@@ -175,7 +225,6 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
     The fork's lines: `P<probe id>` as each probe starts (passed on as this run's phase, so progress and a
     timeout's 'while running' name it), then `R<report JSON>`."""
     _forward_stack_requests(side.pid)
-    ids = side.ids
     while not side.ended:
         try:
             _take(side, os.read(side.fd, 1 << 20), send)
@@ -183,9 +232,10 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
             continue
     buf = side.buf
     report_bytes = buf[1 + len(side.key):] if buf.startswith(b"R" + side.key) and side.size <= MAX_BYTES else b""
-    os.close(side.fd)
+    _close(side)
     _, status = os.waitpid(side.pid, 0)
     code = os.waitstatus_to_exitcode(status)
+    ids = side.theirs()
     if code == exit_memory:
         die(exit_memory, "mtxdiag: the submission ran out of memory in a training check")
     report = _parse(report_bytes)
@@ -202,10 +252,11 @@ def finish(side: Side, timings: dict, guard, audit, captured, ctx, die, exit_mem
                              "runs without raising", f"the process running this check {why}",
                              data={"exception": "SideProcessFailed", "message": why,
                                    "where": "the training checks' process", "timeout": False})]
-                for p in side.probes}
-    timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids})
+                for p in side.probes if p.id in ids}
+    timings.update({k: v for k, v in report.get("timings", {}).items() if k in ids and k not in timings})
     timings["side_process"] = 1            # the training probes ran in a second process
-    return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes}
+    return {p.id: [c for c in report["checks"].get(p.id) or [] if isinstance(c, dict)] for p in side.probes
+            if p.id in ids}
 
 
 def pump(side: Side) -> bool:
@@ -225,8 +276,15 @@ def abandon(side: Side) -> None:
         os.kill(side.pid, signal.SIGKILL)
     except OSError:
         pass
-    os.close(side.fd)
+    _close(side)
     os.waitpid(side.pid, 0)
+
+
+def _close(side: Side) -> None:
+    os.close(side.fd)
+    if side.queue is not None:
+        os.close(side.queue)
+        side.queue = None
 
 
 def _take(side: Side, b: bytes, send) -> None:
@@ -243,8 +301,10 @@ def _take(side: Side, b: bytes, send) -> None:
     while not side.buf.startswith(b"R") and b"\n" in side.buf:
         line, side.buf = side.buf.split(b"\n", 1)
         name = line[1:].decode("ascii", "replace")
-        if name in ids and line.startswith(b"P") and send is not None:
-            send({"event": MSG_PHASE, "name": name})
+        if name in ids and line.startswith(b"P"):
+            side.taken.add(name)
+            if send is not None:
+                send({"event": MSG_PHASE, "name": name})
         elif name in ids and line.startswith(b"G") and side.gate:     # only a re-check with a gate stops
             side.gated = name
 

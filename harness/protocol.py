@@ -63,8 +63,8 @@ class Limits:
     extra_probes: str = ""   # comma-separated probe ids run beside the suite even when --quick skips them
     coverage: bool = False   # record which of the submission's functions each probe ran (harness/reached.py)
     slowdown: float = 0.0    # >= 1: the time budgets' stretch the checked run measured (a repair's re-checks reuse it)
-    costs: str = ""          # "probe:seconds,...": the checked run's timings; a repair's re-check balances its two
-                             # processes by them (child_side.balance)
+    costs: str = ""          # "probe:seconds,...": the checked run's timings; a repair's re-check queues the probes its
+                             # two processes share, longest first, by them (child_side.shares)
     gate: str = ""           # comma-separated check ids a repair's candidate must pass: its re-check stops at the
                              # first that does not (child_side.gate_fails)
 

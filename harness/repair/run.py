@@ -31,7 +31,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     lim = limits or Limits()
     slowdown = result.get("timings", {}).get("slowdown")            # the machine as the check measured it
     slowdown = float(slowdown) if isinstance(slowdown, (int, float)) and 1.0 <= slowdown <= 100 else 0.0
-    costs = _costs(result.get("timings", {}))     # the re-checks balance their two processes by these
+    costs = _costs(result.get("timings", {}))     # the re-checks share their probes longest first by these
     daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name

@@ -9,7 +9,7 @@ change too: nothing else may move, not even from measured to unmeasured). Two st
 cited checks' probes alone first, a screen (most edits fail there, in well under a second), then the probes the
 edit can reach (reached.py, affects.py; else the quick suite), the cited ones again among them in the suite's
 order, which is what the result takes; the first candidate, usually the repair, goes to them at once. A
-re-check splits its probes between its two processes by the checked run's timings (Limits.costs).
+re-check shares its probes between its two processes, longest first by the checked run's timings (Limits.costs).
 """
 from __future__ import annotations
 

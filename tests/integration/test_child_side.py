@@ -198,13 +198,36 @@ def test_a_report_forged_by_the_fork_is_not_taken(tmp_path):
 @two_cores
 @pytest.mark.parametrize("mid", [None, "reversal-softmax-wrong-dim", "reversal-stale-mask", "block-causal-mask-missing"])
 def test_a_recheck_balanced_by_timings_gives_the_same_result(tmp_path, mid):
-    """A repair's re-check splits the forward probes too (Limits.costs, child_side.balance): the same checks."""
+    """A repair's re-check shares the forward probes too (Limits.costs, child_side.shares: both processes draw
+    from one queue): the same checks."""
     path = LESSON if mid is None else _mutant_file(tmp_path, mid)
     one = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=1))
     costs = ",".join(f"{k}:{v}" for k, v in one["timings"].items() if isinstance(v, float) and not k.endswith("_s"))
     two = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs))
     assert two["timings"].get("side_process") == 1
     assert _same(one) == _same(two)
+
+
+@two_cores
+def test_a_shared_recheck_whose_fork_dies_reports_what_it_drew_and_runs_the_rest_here(tmp_path):
+    """Shared (a re-check with timings): the fork draws the longest probe (train-trace) while the first process
+    runs its gate probe; the fork dies in the student's train(). Its probe is an error that says so; what it
+    never drew is drawn by the first process and measured (overfit passes), so nothing is lost or made up."""
+    p = tmp_path / "crash.py"
+    p.write_text(LESSON.read_text() + CRASH)
+    one = check_file(LESSON, quick=True, limits=Limits(timeout_s=240, cores=1))
+    from harness.checks import DECLARED, PROBE_OF
+    took = {k: v for k, v in one["timings"].items() if k in DECLARED}
+    costs = ",".join(f"{k}:{v}" for k, v in took.items())
+    assert max(took, key=took.get) == "train-trace", took
+    r = check_file(p, quick=True, limits=Limits(timeout_s=240, cores=2, costs=costs, gate="causal-leak"))
+    by = {c["id"]: c for c in r["checks"]}
+    assert by["train-trace"]["status"] == "error" and "signal 9" in by["train-trace"]["detail"], by["train-trace"]
+    assert by["overfit"]["status"] == "pass" and by["causal-leak"]["status"] == "pass"
+    after = {c["id"]: c["status"] for c in r["checks"]}
+    for c in one["checks"]:         # a fixed split would have lost every probe given to the fork with it
+        if PROBE_OF.get(c["id"], c["id"]) != "train-trace":
+            assert after.get(c["id"]) == c["status"], (c["id"], after.get(c["id"]), c["status"])
 
 
 @two_cores

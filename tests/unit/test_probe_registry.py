@@ -15,26 +15,44 @@ def _split(assignment: str, costs: dict, only: str = ""):
     from harness import child_side
     from harness.probes import select
     todo = select(assignment, True, only)
-    beside = child_side.plan(todo, True, costs)
+    beside, shared = child_side.plan(todo, True, costs)
     here = [p for p in todo if p not in beside and p.cost != "static"]
+    assert shared == bool(costs)
     return todo, beside, here
 
 
-def test_a_recheck_balances_its_two_processes_by_the_checked_runs_timings():
-    """child_side.balance: the longest first to the process with less to do; the split ends within the
-    largest movable probe's cost of even, and no static probe or order-bound probe moves."""
+def _drawn_ends(here: list, queue: list, cost) -> tuple[float, float]:
+    """When the two processes end: the first runs `here` then draws, the fork draws from the start."""
+    ends = [sum(cost(p) for p in here), 0.0]
+    for p in queue:                                 # each probe to whichever process is free first
+        i = 0 if ends[0] <= ends[1] else 1
+        ends[i] += cost(p)
+    return ends[0], ends[1]
+
+
+def test_a_recheck_shares_its_probes_longest_first_and_ends_together_even_when_the_costs_were_wrong():
+    """child_side.shares: every probe either process may run, longest first by the checked run's timings, no
+    static or order-bound probe among them. Drawn from a queue, the two processes end within one probe of
+    each other with the costs the repaired model really has (here overfit twice as long, as when the bug let
+    the model memorise sooner), where the old split fixed from the timings leaves one idle for 0.3 s."""
     from harness.probes import EITHER
     todo, _, _ = _split("reversal", {})
     costs = {p.id: 0.02 + 0.01 * (i % 5) for i, p in enumerate(todo)}
-    costs |= {"decode-consistency": 0.28, "decode-batch-rows": 0.32, "train-trace": 0.6, "overfit": 0.31}
-    todo, beside, here = _split("reversal", costs)
-    a, b = sum(costs[p.id] for p in beside), sum(costs[p.id] for p in here)
-    assert abs(a - b) <= max(costs[p.id] for p in beside + here)
-    assert all(p.cost != "static" for p in beside) and [p for p in todo if p in beside] == beside   # suite order
-    assert all(p.side or p.id in EITHER for p in beside)
+    costs |= {"decode-consistency": 0.14, "decode-batch-rows": 0.15, "train-trace": 0.37, "overfit": 0.16}
+    todo, queue, here = _split("reversal", costs)
+    assert [costs[p.id] for p in queue] == sorted((costs[p.id] for p in queue), reverse=True)
+    assert all(p.cost != "static" and (p.side or p.id in EITHER) for p in queue)
+    really = dict(costs, overfit=0.32)
+    a, b = _drawn_ends([p for p in here if p not in queue], queue, lambda p: really[p.id])
+    assert abs(a - b) <= max(really.values())
+    fixed = [[], []]                     # the split the timings alone fix: the longest first to the emptier side
+    for p in queue:
+        fixed[sum(costs[x.id] for x in fixed[1]) < sum(costs[x.id] for x in fixed[0])].append(p)
+    gap = abs(sum(really[p.id] for p in fixed[0]) - sum(really[p.id] for p in fixed[1]))
+    assert abs(a - b) < gap - 0.1, (a, b, gap)
     from harness.child_side import plan
-    plain = [p.id for p in plan(todo, True)]
-    assert plain == ["train-trace", "overfit"]             # without timings: the training probes, as before
+    plain, shared = plan(todo, True)
+    assert [p.id for p in plain] == ["train-trace", "overfit"] and not shared   # without timings: as before
 
 
 def test_a_lone_probe_needs_no_fork_and_unsafe_probes_stay_here():
@@ -90,8 +108,8 @@ def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
     from harness.probes import select
     todo = select("reversal", True)
     costs = {p.id: 0.05 for p in todo} | {"overfit": 1.2, "causal-leak": 0.9, "train-trace": 0.5}
-    assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)]      # the second longest: beside
-    beside = child_side.plan(todo, True, costs, frozenset({"causal-leak", "train-shift"}))
+    assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)[0]]      # shared
+    beside, _ = child_side.plan(todo, True, costs, frozenset({"causal-leak", "train-shift"}))
     assert {"causal-leak", "train-trace"}.isdisjoint(p.id for p in beside) and beside
 
 
