@@ -66,9 +66,12 @@ class _Collect(cst.CSTVisitor):
 
 @functools.lru_cache(maxsize=4)
 def _whole(source: str):
-    """(the module, what _Names found in it, where each top-level statement's text is), or None when LibCST
-    cannot parse the text. The places are character spans of the text, [start, end) per statement of
-    module.body, or None when the statements' own texts do not lie end to end in it (then nothing is spliced)."""
+    """(the module, what _Names found in it, where each top-level statement's text is, its positions by part),
+    or None when LibCST cannot parse the text. The places are character spans of the text, [start, end) per
+    statement of module.body, or None when the statements' own texts do not lie end to end in it (then nothing
+    is spliced). The positions (_part) live with the module they index: once this entry is dropped and the
+    text parsed again, none of the old tree's nodes can be paired with the new tree (an edit of a node the new
+    tree does not hold changes nothing, and a long-lived process - the check daemon - then found no edit)."""
     try:
         module = cst.parse_module(source)
         names = _Names()
@@ -84,7 +87,7 @@ def _whole(source: str):
             break
         places.append((at, at + len(t)))
         at += len(t)
-    return module, names, places
+    return module, names, places, {}
 
 
 def warm(source: str) -> None:
@@ -127,7 +130,7 @@ def parse(source: str, line: int | None = None):
     whole = _whole(source)
     if whole is None:
         return None
-    module, names, places = whole
+    module, names, places, _ = whole
     offset, index = len(module.header), None
     for i, stmt in enumerate(module.body if line is not None else ()):
         n = (source[places[i][0]:places[i][1]] if places else module.code_for_node(stmt)).count("\n")
@@ -135,7 +138,7 @@ def parse(source: str, line: int | None = None):
             index = i if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else None
             break
         offset += n
-    col = _part(source, index, offset if index is not None else 0)
+    col = _part(whole, index, offset if index is not None else 0)
     if col is None:
         return None
     if index is None or places is None:
@@ -144,10 +147,16 @@ def parse(source: str, line: int | None = None):
     return Spliced(module, source, module.body[index], places[index], inside), col
 
 
-@functools.lru_cache(maxsize=16)
-def _part(source: str, index: int | None, offset: int):
-    """The positions of the top-level statement `index` (None: of the whole file), lines counted from `offset`."""
-    module, names, _ = _whole(source)
+def _part(whole: tuple, index: int | None, offset: int):
+    """The positions of the top-level statement `index` (None: of the whole file), lines counted from `offset`;
+    kept with the parse they index (`whole`, what _whole gave)."""
+    module, names, _, parts = whole
+    if (index, offset) not in parts:
+        parts[(index, offset)] = _positions(module, names, index, offset)
+    return parts[(index, offset)]
+
+
+def _positions(module, names, index: int | None, offset: int):
     try:
         if index is None:      # a line at the top level (or none given): the whole file
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)

@@ -361,3 +361,19 @@ def test_an_edit_rebuilds_its_function_alone_and_gives_the_text_a_whole_rebuild_
     assert n > 100                  # the comparison covered many edits
     parsed = edit.parse(src, 60)
     assert parsed[0].part is not None, "line 60 is inside a class: its edits are spliced"
+
+
+def test_a_text_parsed_again_after_others_gets_its_edits_in_a_long_lived_process():
+    """The check daemon repairs file after file: once a text's parse has left the cache and is made again, the
+    positions of its functions must be the new tree's (kept with it), or every edit of it changes nothing and
+    none is offered (seen: the second round of the same 12 files through the daemon got no repair)."""
+    from harness.repair import edit
+    src = ("import torch\n\n\nclass A(torch.nn.Module):\n    def f(self, x):\n"
+           "        a = torch.softmax(x, dim=-2)\n        b = torch.softmax(x, dim=1)\n        return a + b\n")
+    edit.candidates(src, 6)                                     # positions of class A kept
+    for k in range(6):                                          # other files: this text's parse is dropped
+        edit.candidates(src + f"# other {k}\n", 6)
+    got = [c.code for c in edit.candidates(src, 7)]            # line 7: not asked before, the same class
+    edit._whole.cache_clear(), edit.parse.cache_clear()
+    want = [c.code for c in edit.candidates(src, 7)]            # as a fresh process makes them
+    assert want and got == want
