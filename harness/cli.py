@@ -185,7 +185,7 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     from .report import terminal
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
-    if repair and device == "cpu":
+    if repair and device == "cpu" and not (daemon and _daemon_running()):   # else the daemon makes them
         _prepare_repair(file)
     try:
         # with --repair the check records which functions each probe ran: a re-check skips the others
@@ -193,7 +193,7 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
         result = check_file(file, assignment=assignment, seed=seed, device=device, quick=quick, limits=first,
                             on_event=progress.phase, daemon=daemon, say=progress.note)
         if repair and device == "cpu":
-            _repair(result, file, seed, limits, daemon, progress)
+            _repair(result, file, seed, quick, limits, daemon, progress)
     finally:
         progress.done()
     json_path = json_path or _default_report(file, "json")
@@ -259,10 +259,26 @@ def _in_background(name: str, work) -> threading.Thread:
     return t
 
 
-def _repair(result, file: Path, seed, limits, daemon, progress):
-    """Verified repairs of the result's diagnoses (harness/repair), through the same check path and limits."""
-    from .repair.run import repair_check
+def _daemon_running() -> bool:
+    from . import daemon as check_daemon
+    try:
+        return check_daemon.running()
+    except OSError:
+        return False
+
+
+def _repair(result, file: Path, seed, quick, limits, daemon, progress):
+    """Verified repairs of the result's diagnoses (harness/repair), through the same check path and limits: by
+    the check daemon when one answers (its LibCST warm, its workers: this command imports neither), else here."""
     progress.phase("repairs")
+    if daemon and result.get("checks") and result.get("diagnoses"):
+        from . import daemon as check_daemon
+        from .protocol import CheckSpec
+        spec = CheckSpec(str(file), assignment=result.get("assignment") or "auto", seed=seed, quick=quick,
+                         limits=limits)
+        if check_daemon.repair(result, spec, say=progress.note):
+            return
+    from .repair.run import repair_check
     repair_check(result, file, seed=seed, limits=limits, daemon=daemon, say=progress.note)
 
 

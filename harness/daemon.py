@@ -37,6 +37,7 @@ from .outcome import ChildOutcome
 from .protocol import CheckSpec
 
 IDLE_S = 600.0              # a daemon without a check for this long exits (and its worker with it)
+MAX_REQUEST = 1 << 22       # a request's JSON line (daemon_server reads no more): a repair sends the checks
 ANSWER_SLACK_S = 180.0      # past the check's own limit: the worker's start, the report of the outcome
 ENV, DIR_ENV = "MTXDIAG_DAEMON", "MTXDIAG_RUNTIME_DIR"
 INHERITED = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
@@ -124,6 +125,55 @@ def check(spec: CheckSpec, *, on_event=None, say=None) -> ChildOutcome | None:
     if say:
         say("the check daemon ended before the check did; checking without it")
     return None
+
+
+def repair(result: dict, spec: CheckSpec, *, say=None) -> bool:
+    """The repairs of a checked result (repair/run.py's repair_check), made by this user's daemon: LibCST and
+    the file's parse are warm there, and each candidate's re-check runs in its workers with no round trip of
+    its own. Applied to `result` in place (its diagnoses, timings' repair_s; its coverage record is read and
+    dropped, as repair_check does). False: nothing was changed, make them here."""
+    d = runtime_dir() if enabled() else None
+    if d is None or spec.device != "cpu":
+        return False
+    spec = replace(spec, path=str(Path(spec.path).resolve()), display=spec.shown())
+    part = {k: result[k] for k in ("checks", "diagnoses", "timings", "coverage", "assignment") if k in result}
+    data = (json.dumps({"op": "repair", "spec": spec.to_json(), "result": part}) + "\n").encode()
+    if len(data) > MAX_REQUEST:
+        return False
+    conn = _connect(d / f"{key()}.sock", 5.0)
+    if conn is None:
+        return False
+    sent = [x.get("id") for x in result.get("diagnoses", []) if isinstance(x, dict)]
+    try:        # every candidate is a re-check: the answer may take as long as a few checks
+        conn.settimeout(spec.limits.timeout_s + ANSWER_SLACK_S)
+        conn.sendall(data)
+        for msg in _lines(conn):
+            if "note" in msg and say:
+                say(str(msg["note"])[:500])
+            elif "repaired" in msg:
+                got = msg["repaired"]
+                diags = got.get("diagnoses") if isinstance(got, dict) else None
+                if not isinstance(diags, list) or sorted(map(str, (x.get("id") for x in diags if isinstance(x, dict)))) \
+                        != sorted(map(str, sent)):
+                    return False        # not the diagnoses it was given: make them here
+                result["diagnoses"] = diags
+                result.pop("coverage", None)
+                if isinstance(got.get("repair_s"), (int, float)):
+                    result.setdefault("timings", {})["repair_s"] = got["repair_s"]
+                return True
+            elif "error" in msg:
+                return False
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+    finally:
+        conn.close()
+    return False
+
+
+def running() -> bool:
+    """This install's daemon has its socket (it likely answers: a check through it still falls back)."""
+    d = runtime_dir(create=False) if enabled() else None
+    return d is not None and (d / f"{key()}.sock").exists()
 
 
 def ask(op: str, everyone: bool = True) -> list[dict]:

@@ -17,9 +17,10 @@ from . import edit, verify
 
 
 def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = None, daemon: bool = False,
-                 say=None, max_diagnoses: int = verify.MAX_DIAGNOSES) -> dict | None:
+                 say=None, max_diagnoses: int = verify.MAX_DIAGNOSES, acquire=None) -> dict | None:
     """Add `repair` to the result's diagnoses (in place); the run's timing, or None when nothing applies (a
-    notebook, a repository, a file that did not load)."""
+    notebook, a repository, a file that did not load). `acquire`: how a re-check gets its warm worker (the
+    check daemon's, when the daemon makes the repairs: daemon_server.py)."""
     path = Path(path)
     coverage = result.pop("coverage", None)     # the check's record of which functions each probe ran
     if not path.is_file() or path.suffix != ".py" or not result.get("checks") or not result.get("diagnoses"):
@@ -41,7 +42,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
             run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
                               slowdown=slowdown, costs=costs, gate=gate)
             r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
-                           limits=run_lim, daemon=daemon and not run_lim.warm, say=say)
+                           limits=run_lim, daemon=daemon and not run_lim.warm, say=say, acquire=acquire)
             out = {}
             for c in r.get("checks", []):
                 out.setdefault(c["id"], c)

@@ -231,7 +231,8 @@ def test_a_request_it_does_not_know_gets_an_answer_and_changes_nothing(rt):
     daemon.start()
     _ready()
     sock = str(next(rt.glob("*.sock")))
-    for raw in (b"not json\n", b'{"op": "rm -rf"}\n', b'{"op": "check", "limits": {"nope": 1}}\n'):
+    for raw in (b"not json\n", b'{"op": "rm -rf"}\n', b'{"op": "check", "limits": {"nope": 1}}\n',
+                b'{"op": "repair", "spec": {"path": "x"}, "result": {"checks": 3}}\n', b'{"op": "repair"}\n'):
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(20)
         conn.connect(sock)
@@ -270,3 +271,36 @@ def test_another_user_cannot_reach_it(rt):
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "another user got an answer"
+
+
+def _repairs(r: dict) -> list:
+    return [(d["id"], d["confidence"], json.dumps(d.get("repair"), sort_keys=True), d["evidence"])
+            for d in r["diagnoses"]]
+
+
+def test_repairs_made_by_the_daemon_are_the_ones_made_here(rt, tmp_path):
+    """daemon.repair (what `check --repair` asks of a running daemon): the same verified repair, confidence and
+    evidence as repair_check in this process, coverage dropped as it drops it; with no daemon nothing changes."""
+    import copy
+    from dataclasses import replace as _replace
+    from harness.protocol import CheckSpec
+    from harness.repair.run import repair_check
+    m = mutants.get("reversal-softmax-wrong-dim")
+    f = tmp_path / "m.py"
+    f.write_text(mutants.source(m))
+    lim = Limits(timeout_s=240, cores=2)
+    checked = check_file(f, quick=True, limits=_replace(lim, coverage=True))
+    assert checked.get("coverage") and checked["diagnoses"]
+    spec = CheckSpec(str(f), assignment="reversal", quick=True, limits=lim)
+    untouched = copy.deepcopy(checked)
+    assert not daemon.repair(untouched, spec) and untouched == checked       # none running: make them here
+    daemon.start()
+    _ready()
+    there, here = copy.deepcopy(checked), copy.deepcopy(checked)
+    said = []
+    assert daemon.repair(there, spec, say=said.append)
+    repair_check(here, f, limits=lim)
+    assert "coverage" not in there and there["timings"]["repair_s"] > 0
+    assert there["diagnoses"][0]["repair"]["verified"]
+    assert _repairs(there) == _repairs(here)
+    assert daemon.ask("status")[0]["checks"] == 1         # the repairs, counted once; its re-checks ran there
