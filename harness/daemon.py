@@ -6,7 +6,9 @@ every edit, so the first check starts a daemon (daemon_server.py) that keeps a w
 sandboxed process with those imports done) and every later check is a fresh fork of it, exactly as in
 `grade` and `watch`: its own process, limits, folder and keyed result channel; nothing of one check's code
 survives into the next. The daemon is trusted harness code running as the user, outside the sandbox, like
-the process that runs `grade`; student code runs only in the forks.
+the process that runs `grade`; student code runs only in the forks. `check --repair` asks it for the repairs
+too (`repair`): LibCST and the file's parse stay warm there, and the command does not import them while the
+check runs (a quarter of a second of the two cores the check uses).
 
 Which daemon a check may use is decided by a key over everything a check's result depends on outside its
 arguments: the interpreter, the harness's and the mutants' source files (names, sizes, modification
