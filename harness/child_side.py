@@ -19,7 +19,7 @@ memory there ends the whole check as out of memory, as it would in one process. 
 A repair's re-check (Limits.costs: the checked run's seconds per probe) shares its probes instead: those either
 process may run go, longest first, on a queue both draw from (a pipe holding one byte per probe: a read takes
 each byte once). The fork draws from the start; the first process runs the probes that must stay with it (the
-gate's, order-bound ones) and then draws too. A repaired model's costs are not the checked one's (overfit
+gate's and every probe the suite runs before them, in its order; order-bound ones) and then draws too. A repaired model's costs are not the checked one's (overfit
 stops at its pass line: a model that memorises faster or never does times it wrong), so a split fixed from
 the timings could leave one process idle for a third of the re-check; drawn, the two end within about one
 probe of each other. Each probe is seeded by its id and builds its own model and inputs: which process draws
@@ -105,7 +105,13 @@ def shares(todo: list, costs: dict, keep: frozenset = frozenset()) -> list:
 
     def cost(p) -> float:
         return costs.get(p.id, typical)
-    movable = [p for p in run if (p.side or p.id in EITHER) and p.id not in keep]
+    # a kept probe runs here after the probes a check runs before it in its process (the training ones after
+    # the training ones, the others after the others), in the suite's order: what it measures can depend on
+    # them (state the student's module keeps across probes, e.g. a cached mask changed in place), so none of
+    # those is shared
+    last = {kind: max((i for i, p in enumerate(run) if p.id in keep and p.side == kind), default=-1)
+            for kind in (False, True)}
+    movable = [p for i, p in enumerate(run) if (p.side or p.id in EITHER) and p.id not in keep and i > last[p.side]]
     if len(movable) + (len(run) > len(movable)) < 2:
         return []
     return sorted(movable, key=cost, reverse=True)     # stable: equal costs keep the suite's order

@@ -185,8 +185,10 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     from .report import terminal
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
-    if repair and device == "cpu" and not (daemon and _daemon_running()):   # else the daemon makes them
-        _prepare_repair(file)
+    if repair and device == "cpu":
+        from . import daemon as check_daemon
+        if not (daemon and check_daemon.running()):         # else the daemon makes them
+            _prepare_repair(file)
     try:
         # with --repair the check records which functions each probe ran: a re-check skips the others
         first = replace(limits, coverage=True) if repair and device == "cpu" and file.suffix == ".py" else limits
@@ -257,14 +259,6 @@ def _in_background(name: str, work) -> threading.Thread:
     t = threading.Thread(target=guarded, name=name, daemon=True)
     t.start()
     return t
-
-
-def _daemon_running() -> bool:
-    from . import daemon as check_daemon
-    try:
-        return check_daemon.running()
-    except OSError:
-        return False
 
 
 def _repair(result, file: Path, seed, quick, limits, daemon, progress):

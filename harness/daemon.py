@@ -174,8 +174,11 @@ def repair(result: dict, spec: CheckSpec, *, say=None) -> bool:
 
 def running() -> bool:
     """This install's daemon has its socket (it likely answers: a check through it still falls back)."""
-    d = runtime_dir(create=False) if enabled() else None
-    return d is not None and (d / f"{key()}.sock").exists()
+    try:
+        d = runtime_dir(create=False) if enabled() else None
+        return d is not None and (d / f"{key()}.sock").exists()
+    except OSError:
+        return False
 
 
 def ask(op: str, everyone: bool = True) -> list[dict]:

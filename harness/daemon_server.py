@@ -185,7 +185,6 @@ class Server:
                 _send(conn, {"outcome": asdict(outcome)})
         self._prewarm()
 
-
     def _repair(self, conn: socket.socket, req: dict) -> None:
         """A checked result's repairs (daemon.repair): repair_check here, its re-checks in this daemon's workers
         (started from the starter thread, as a check's are). Student code runs only in those forks; what runs

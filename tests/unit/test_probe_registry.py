@@ -111,6 +111,14 @@ def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
     assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)[0]]      # shared
     beside, _ = child_side.plan(todo, True, costs, frozenset({"causal-leak", "train-shift"}))
     assert {"causal-leak", "train-trace"}.isdisjoint(p.id for p in beside) and beside
+    # a gate probe runs after what the suite runs before it, here and in order: none of those is shared
+    ids = [p.id for p in todo if p.cost != "static"]
+    before_leak = set(ids[:ids.index("causal-leak")])
+    beside, _ = child_side.plan(todo, True, costs, frozenset({"causal-leak"}))
+    assert before_leak and before_leak.isdisjoint(p.id for p in beside)
+    assert {p.id for p in beside} == set(ids[ids.index("causal-leak") + 1:])
+    beside, _ = child_side.plan(todo, True, costs, frozenset({"train-shift"}))     # a training probe's own
+    assert {p.id for p in beside} == set(ids) - {"train-trace"}      # no training probe runs before it
 
 
 def test_a_forks_stop_line_counts_only_in_a_recheck_with_a_gate():
