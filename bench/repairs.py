@@ -16,6 +16,8 @@ of one diagnosis, alternating, on the same warm worker: the time ratio (issue 30
 the median of the files' ratios; --no-coverage: the re-checks run the whole quick suite (the comparison).
 --timing-cli N: the same ratio for the commands a student types (`mtxdiag check --quick` with and without
 `--repair`: through the daemon, reports written, and the repairs of every diagnosis the command tries).
+Every timed run checks a text nothing has seen: the file with a comment line of its own (a student checks
+an edited file each time; the same text again would find its parse cached in the daemon).
 Writes bench/results/repairs.json.
 """
 from __future__ import annotations
@@ -101,21 +103,36 @@ def one(e: dict, coverage: bool = True) -> dict:
     return row
 
 
+_RUNS = iter(range(1, 1 << 30))
+
+
+def fresh(path, folder: Path) -> Path:
+    """The file's text with a comment line of its own added, under the file's name in a new folder: every
+    timed check meets a text no cache of the daemon or of this process has seen (a student's every check is
+    of an edited file), the repairs' parse included."""
+    d = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-run-", dir=folder))
+    f = d / Path(path).name
+    f.write_text(Path(path).read_text(encoding="utf-8") + f"\n# timed run {next(_RUNS)}\n", encoding="utf-8")
+    return f
+
+
 def timing(files: list[dict], n: int, coverage: bool = True) -> dict:
     """Plain quick check vs quick check + repairs of one diagnosis, alternating on the same warm pool: the
     ratio of the means, and the median of the per-file ratios."""
     per = []
     chosen = files[::max(1, len(files) // n)][:n]       # spread over the set, not its first n
+    work = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-timing-"))
     if chosen:      # the warm worker started before the clock runs: the first file's plain check would pay it
         check_file(chosen[0]["file"], assignment=chosen[0]["assignment"], quick=True, limits=LIM)
     for e in chosen:
         plain, with_repair = [], []
         for mode in ("plain", "repair", "plain", "repair"):
+            f = fresh(e["file"], work)
             t = time.monotonic()
-            r = check_file(e["file"], assignment=e["assignment"], quick=True,
+            r = check_file(f, assignment=e["assignment"], quick=True,
                            limits=first_limits(coverage) if mode == "repair" else LIM)
             if mode == "repair":
-                repair_check(r, e["file"], limits=LIM, max_diagnoses=1)
+                repair_check(r, f, limits=LIM, max_diagnoses=1)
             (plain if mode == "plain" else with_repair).append(time.monotonic() - t)
         per.append((e["name"], statistics.mean(plain), statistics.mean(with_repair)))
     p, q = statistics.mean(x[1] for x in per), statistics.mean(x[2] for x in per)
@@ -133,7 +150,8 @@ def timing_cli(files: list[dict], n: int) -> dict:
     out_dir = Path(tempfile.mkdtemp(prefix="mtxdiag-bench-cli-"))
 
     def run(e, extra):
-        cmd = [sys.executable, "-m", "harness", "check", e["file"], "--quick", "--assignment", e["assignment"],
+        f = fresh(e["file"], out_dir)
+        cmd = [sys.executable, "-m", "harness", "check", str(f), "--quick", "--assignment", e["assignment"],
                "--json", str(out_dir / "r.json"), "--html", str(out_dir / "r.html")] + extra
         t = time.monotonic()
         subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)

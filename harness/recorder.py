@@ -18,6 +18,7 @@ frames of the files' stack), `limit` (how many ops at most).
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -79,17 +80,29 @@ def tensors_in(xs) -> list:
     return out
 
 
-def walk(files: dict, depth: int, frame, keep: list | None = None) -> tuple:
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR     # f_back changes
+
+
+def walk(files: dict, depth: int, frame, keep: list | None = None, upper=None) -> tuple:
     """The frames of `files` from `frame` outwards, innermost first, at most `depth`: the one stack walker.
-    keep: a list that holds every frame found, so that their ids (Frame.token) stay unique."""
+    keep: a list that holds every frame found, so that their ids (Frame.token) stay unique.
+    upper: (a frame, what this walk found from it outwards, those frame objects), all suspended since: a walk
+    that reaches that frame takes the rest from there (a recording's every op walked the whole stack)."""
     out: list[Frame] = []
     f = frame
+    stop = upper[0] if upper is not None else None
     while f is not None and len(out) < depth:
-        shown = files.get(f.f_code.co_filename)
+        if f is stop:
+            n = depth - len(out)
+            if keep is not None:
+                keep.extend(upper[2][:n])
+            return tuple(out) + upper[1][:n]
+        code = f.f_code         # read once: reading it is an audit event, and the child's hook is Python
+        shown = files.get(code.co_filename)
         if shown:
             if keep is not None:
                 keep.append(f)
-            out.append(Frame(shown, f.f_lineno, id(f), f.f_code.co_firstlineno))
+            out.append(Frame(shown, f.f_lineno, id(f), code.co_firstlineno))
         f = f.f_back
     return tuple(out)
 
@@ -149,7 +162,16 @@ class Recorder(TorchFunctionMode):
             torch.overrides._push_mode(self)
             self.stopped = False
 
+    def __enter__(self):
+        # The frame of the `with` runs every op recorded, below it; the frames above it wait in their calls
+        # until it leaves (unless it is a generator's, resumed from elsewhere: see _stack). Walked once here.
+        entry = sys._getframe(1)
+        self._entry = None if entry.f_code.co_flags & _RESUMABLE else entry
+        self._upper = None
+        return super().__enter__()
+
     def __exit__(self, *exc):
+        self._entry = self._upper = None
         if not self.stopped:
             return super().__exit__(*exc)
         return None
@@ -209,7 +231,13 @@ class Recorder(TorchFunctionMode):
         return out
 
     def _stack(self, frame) -> tuple:
-        return walk(self.files, self.depth, frame, self.keep if self.inputs == "identity" else None)
+        keep = self.keep if self.inputs == "identity" else None
+        entry = getattr(self, "_entry", None)
+        above = entry.f_back if entry is not None else None
+        if above is not None and (self._upper is None or self._upper[0] is not above):
+            found: list = []
+            self._upper = (above, walk(self.files, self.depth, above, found), tuple(found))
+        return walk(self.files, self.depth, frame, keep, self._upper if above is not None else None)
 
     def _link(self, op: Op, name: str, made_by: list, outs: list, args, kwargs) -> None:
         """inputs="identity": the data flow between this op and the ones that made its inputs."""

@@ -197,20 +197,35 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
     return None
 
 
-def _in_order(pend: list, source: str, kinds: tuple, lines: list[int]):
-    """The cause's candidates by line, then in the cause's order of kinds, each text made when its turn comes;
-    within a LATER_FIRST kind (catalogue.py) the later change first."""
-    pend = sorted(pend, key=lambda p: (lines.index(p.line), kinds.index(p.kind)))     # stable
+def _lines(source: str, line: int):
+    """The diagnosis's line, then where a module it calls is built, then the lines next to it in the data's
+    path; each further list is worked out only once the candidates before it are used up (the usual fix, at
+    the line itself, mostly verifies: its re-check need not wait for the rest)."""
+    seen = []
+    for more in (lambda: [line], lambda: edit.constructed(source, line), lambda: edit.related(source, line)):
+        for ln in more():
+            if ln not in seen:
+                seen.append(ln)
+                yield ln
+
+
+def _in_order(lines, source: str, kinds: tuple):
+    """The cause's candidates line by line, then in the cause's order of kinds, each line's edits listed and
+    each text made when its turn comes; within a LATER_FIRST kind (catalogue.py) the later change first."""
     seen, n = {source}, 0
-    for (_, kind), group in itertools.groupby(pend, key=lambda p: (p.line, p.kind)):
-        made = edit.made(group, seen, MAX_TRIES["catalogue"] - n)
-        if kind in catalogue.LATER_FIRST:
-            made = iter(sorted(made, key=lambda c: -len(os.path.commonprefix([source, c.code]))))
-        for c in made:
-            if n >= MAX_TRIES["catalogue"]:
-                return
-            n += 1
-            yield c
+    for ln in lines:
+        pend = sorted(edit.pending(source, ln, kinds), key=lambda p: kinds.index(p.kind))     # stable
+        for kind, group in itertools.groupby(pend, key=lambda p: p.kind):
+            made = edit.made(group, seen, MAX_TRIES["catalogue"] - n)
+            if kind in catalogue.LATER_FIRST:
+                made = iter(sorted(made, key=lambda c: -len(os.path.commonprefix([source, c.code]))))
+            for c in made:
+                if n >= MAX_TRIES["catalogue"]:
+                    return
+                n += 1
+                yield c
+        if n >= MAX_TRIES["catalogue"]:
+            return
 
 
 def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, recheck,
@@ -227,9 +242,7 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
         # the located line's edits, then those where a module it calls is built (its argument set there), then
         # the lines next to it in the data's path: where a value it reads was made (`future = torch.triu(...)`
         # for a diagnosis at `return pad | future`), where its value is used, the condition it runs under
-        lines = [line] + edit.constructed(source, line)
-        lines += [ln for ln in edit.related(source, line) if ln not in lines]
-        cands = _in_order([p for ln in lines for p in edit.pending(source, ln, kinds)], source, kinds, lines)
+        cands = _in_order(_lines(source, line), source, kinds)
         r = _verify(cands, source, name, before, targets, others_cited, recheck,
                     "catalogue", tried, rejected, coverage)
         usual = len(tried)

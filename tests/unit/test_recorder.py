@@ -131,3 +131,50 @@ def test_the_probes_caller_line_is_the_innermost_line_of_the_students_file():
         return caller_line(ctx)
     assert student() == _line(student, 1)
     assert caller_line(SimpleNamespace(source=SimpleNamespace(code_path="/elsewhere.py"))) is None
+
+
+# -- the frames above the recording's `with`: walked once, the same as each op walking the whole stack --------
+def _calls(fn):
+    return fn()                           # a frame of this file above the `with` below
+
+
+def _record_here(x, depth, inputs=None):
+    with Recorder(HERE, depth=depth, outputs="copies", inputs=inputs) as rec:
+        _outer(x)
+    return rec
+
+
+def _record_in_a_generator(x):
+    rec = Recorder(HERE, depth=6, outputs="copies")
+
+    def steps():
+        with rec:                          # a generator's frame: resumed from elsewhere, its f_back changes
+            yield _outer(x)
+            yield _outer(x)
+    g = steps()
+    next(g)
+    _calls(lambda: next(g))
+    return rec
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 6])
+def test_an_ops_frames_above_the_with_are_those_a_whole_walk_finds(depth):
+    x = torch.randn(3)
+    rec = _calls(lambda: _record_here(x, depth))
+    lam = _line(test_an_ops_frames_above_the_with_are_those_a_whole_walk_finds, 3)     # under its decorator
+    want = [_line(_inner, 1), _line(_outer, 1), _line(_record_here, 2), lam, _line(_calls, 1), lam][:depth]
+    mul = rec.of("mul")[0]
+    assert [f.line for f in mul.stack] == want
+    again = _calls(lambda: _record_here(x, depth))               # other frames, another line of this test
+    assert [f.line for f in again.of("mul")[0].stack] == [lam + 5 if n == lam else n for n in want]
+
+
+def test_identity_recording_keeps_the_frames_above_alive_and_a_generator_walks_its_own_callers():
+    x = torch.randn(3)
+    rec = _calls(lambda: _record_here(x, 6, inputs="identity"))
+    tokens = [f.token for op in rec.ops for f in op.stack]
+    assert len(rec.keep) >= len(tokens) and set(tokens) <= {id(f) for f in rec.keep if not isinstance(f, torch.Tensor)}
+    gen = _record_in_a_generator(x)
+    first, second = gen.of("mul")[0].stack, gen.of("mul")[1].stack
+    assert _line(_calls, 1) not in [f.line for f in first]
+    assert _line(_calls, 1) in [f.line for f in second]             # resumed from _calls: its frame is found

@@ -188,6 +188,26 @@ def test_a_fix_that_does_not_repair_lowers_confidence():
     assert "did not remove the failure" in d["evidence"][-1]
 
 
+def test_the_lines_next_to_the_diagnosed_one_are_worked_out_only_when_its_own_edits_did_not_verify(monkeypatch):
+    # the usual fix at the line mostly verifies: its re-check starts without waiting for the data-path search
+    src = ("import torch\ndef att(s):\n    w = torch.softmax(s, dim=-2)\n    return w\n")
+    asked = []
+    for name in ("constructed", "related"):
+        real = getattr(edit, name)
+        monkeypatch.setattr(edit, name, lambda source, line, _r=real, _n=name: asked.append(_n) or _r(source, line))
+
+    def run(fixes):
+        result = {"checks": [_check("attn-rows-sum", "fail", 0.9)], "diagnoses": [
+            {"id": "softmax-wrong-dim", "confidence": 0.6, "evidence": ["attn-rows-sum: measured 0.9"],
+             "location": {"file": "f.py", "line": 3}}]}
+        verify.repair(result, src, "f.py", lambda code, o, e, g="": {"attn-rows-sum": _check(
+            "attn-rows-sum", "pass" if fixes(code) else "fail", 0.0 if fixes(code) else 0.9)})
+        return result["diagnoses"][0]["repair"]
+    assert run(lambda code: "dim=-1" in code)["verified"] and asked == []
+    r = run(lambda code: False)
+    assert not r["verified"] and asked[:2] == ["constructed", "related"] and r["tried"] >= 1   # (the search asks again)
+
+
 def test_fixed_path_never_names_the_file_or_an_existing_copy(tmp_path):
     f = tmp_path / "model.py"
     f.write_text("x = 1\n")
