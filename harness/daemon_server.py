@@ -199,7 +199,8 @@ class Server:
         except (KeyError, TypeError, ValueError) as e:
             _send(conn, {"error": f"a malformed repair request: {e}"})
             return
-        from .repair.run import repair_check
+        from .repair.run import Cancelled, repair_check
+        gone = _client_gone(conn)   # Ctrl-C in the client: no more candidates re-checked for nobody
 
         def note(text):
             try:
@@ -207,9 +208,11 @@ class Server:
             except OSError:
                 pass
         try:
-            repair_check(part, spec.path, seed=spec.seed, limits=spec.limits, say=note,
+            repair_check(part, spec.path, seed=spec.seed, limits=spec.limits, say=note, cancelled=gone.is_set,
                          acquire=lambda isolation, threads: self.starter.submit(warm.acquire, isolation,
                                                                                  threads).result())
+        except Cancelled:
+            return
         except Exception as e:      # noqa: BLE001 - the client makes them itself
             _send(conn, {"error": f"the repairs failed here ({type(e).__name__})"})
             return
@@ -219,6 +222,20 @@ class Server:
             _send(conn, {"repaired": {"diagnoses": part["diagnoses"],
                                       "repair_s": (part.get("timings") or {}).get("repair_s")}})
         self._prewarm()
+
+
+def _client_gone(conn: socket.socket) -> threading.Event:
+    """Set once the client's end of `conn` closes (it sends nothing after its request: EOF means it gave up)."""
+    gone = threading.Event()
+
+    def watch():
+        try:
+            conn.recv(1)
+        except OSError:
+            pass
+        gone.set()
+    threading.Thread(target=watch, name="mtxdiag-client-watch", daemon=True).start()
+    return gone
 
 
 def _still_there(path: Path, ino: int) -> bool:

@@ -16,11 +16,16 @@ from ..runner import Limits
 from . import edit, verify
 
 
+class Cancelled(Exception):
+    """Whoever asked for the repairs is gone (the check daemon's client ended): no further re-check starts."""
+
+
 def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = None, daemon: bool = False,
-                 say=None, max_diagnoses: int = verify.MAX_DIAGNOSES, acquire=None) -> dict | None:
+                 say=None, max_diagnoses: int = verify.MAX_DIAGNOSES, acquire=None, cancelled=None) -> dict | None:
     """Add `repair` to the result's diagnoses (in place); the run's timing, or None when nothing applies (a
     notebook, a repository, a file that did not load). `acquire`: how a re-check gets its warm worker (the
-    check daemon's, when the daemon makes the repairs: daemon_server.py)."""
+    check daemon's, when the daemon makes the repairs: daemon_server.py). `cancelled()` true: raise Cancelled
+    before the next re-check (the one running ends first: its worker may be another check's right after)."""
     path = Path(path)
     coverage = result.pop("coverage", None)     # the check's record of which functions each probe ran
     if not path.is_file() or path.suffix != ".py" or not result.get("checks") or not result.get("diagnoses"):
@@ -38,6 +43,8 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
         copy = Path(tmp) / path.name
 
         def recheck(code: str, only: str, extra: str, gate: str = "") -> dict:
+            if cancelled is not None and cancelled():
+                raise Cancelled()
             copy.write_text(code, encoding="utf-8")
             run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
                               slowdown=slowdown, costs=costs, gate=gate)

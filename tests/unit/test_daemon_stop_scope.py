@@ -63,3 +63,15 @@ def test_stop_all_reaches_every_daemon(two):
     res = CliRunner().invoke(main, ["daemon", "stop", "--all"])
     assert "stopped 2 check daemon(s)" in res.output, res.output
     assert mine.ops == ["stop"] and other.ops == ["stop"]
+
+
+def test_a_repairs_client_that_closes_its_end_is_seen_gone():
+    from harness.daemon_server import _client_gone
+    ours, theirs = socket.socketpair()
+    try:
+        gone = _client_gone(ours)
+        assert not gone.wait(0.2)             # still there: it waits for the answer
+        theirs.close()                        # Ctrl-C: the client process ends
+        assert gone.wait(5)
+    finally:
+        ours.close()

@@ -208,6 +208,30 @@ def test_the_lines_next_to_the_diagnosed_one_are_worked_out_only_when_its_own_ed
     assert not r["verified"] and asked[:2] == ["constructed", "related"] and r["tried"] >= 1   # (the search asks again)
 
 
+def test_repairs_whose_asker_is_gone_start_no_further_recheck(tmp_path, monkeypatch):
+    from harness.repair import run as repair_run
+    f = tmp_path / "f.py"
+    f.write_text("import torch\ndef att(s):\n    return torch.softmax(s, dim=-2)\n")
+    ran = []
+
+    def check_file(path, **kw):        # no candidate repairs: each would be re-checked in turn
+        ran.append(Path(path).read_text())
+        return {"checks": [_check("attn-rows-sum", "fail", 0.9)]}
+    monkeypatch.setattr(repair_run, "check_file", check_file)
+
+    def result():
+        return {"checks": [_check("attn-rows-sum", "fail", 0.9)], "diagnoses": [
+            {"id": "softmax-wrong-dim", "confidence": 0.6, "evidence": ["attn-rows-sum: measured 0.9"],
+             "location": {"file": "f.py", "line": 3}}]}
+    repair_run.repair_check(result(), f)
+    every = len(ran)
+    assert every >= 2, "the case needs more than one candidate"
+    ran.clear()
+    with pytest.raises(repair_run.Cancelled):
+        repair_run.repair_check(result(), f, cancelled=lambda: len(ran) >= 1)
+    assert len(ran) == 1
+
+
 def test_fixed_path_never_names_the_file_or_an_existing_copy(tmp_path):
     f = tmp_path / "model.py"
     f.write_text("x = 1\n")
