@@ -86,23 +86,24 @@ _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENE
 def walk(files: dict, depth: int, frame, keep: list | None = None, upper=None) -> tuple:
     """The frames of `files` from `frame` outwards, innermost first, at most `depth`: the one stack walker.
     keep: a list that holds every frame found, so that their ids (Frame.token) stay unique.
-    upper: (a frame, what this walk found from it outwards, those frame objects), all suspended since: a walk
-    that reaches that frame takes the rest from there (a recording's every op walked the whole stack)."""
+    upper: (a frame, what this walk found from its caller outwards, those frame objects): a walk that reaches
+    that frame - running, so its callers wait in their calls as they were when `upper` was made - takes it,
+    then the rest from `upper` (a recording's every op walked the whole stack)."""
     out: list[Frame] = []
     f = frame
     stop = upper[0] if upper is not None else None
     while f is not None and len(out) < depth:
-        if f is stop:
-            n = depth - len(out)
-            if keep is not None:
-                keep.extend(upper[2][:n])
-            return tuple(out) + upper[1][:n]
         code = f.f_code         # read once: reading it is an audit event, and the child's hook is Python
         shown = files.get(code.co_filename)
         if shown:
             if keep is not None:
                 keep.append(f)
             out.append(Frame(shown, f.f_lineno, id(f), code.co_firstlineno))
+        if f is stop:
+            n = max(0, depth - len(out))
+            if keep is not None:
+                keep.extend(upper[2][:n])
+            return tuple(out) + upper[1][:n]
         f = f.f_back
     return tuple(out)
 
@@ -163,8 +164,10 @@ class Recorder(TorchFunctionMode):
             self.stopped = False
 
     def __enter__(self):
-        # The frame of the `with` runs every op recorded, below it; the frames above it wait in their calls
-        # until it leaves (unless it is a generator's, resumed from elsewhere: see _stack). Walked once here.
+        # The frame of the `with` runs every op recorded, below it; its callers wait in their calls until it
+        # leaves (unless it is a generator's, resumed from elsewhere): walked once (_stack). Entered through
+        # another frame (ExitStack.enter_context), that frame has returned: no op's walk meets it, each walks
+        # the whole stack as before.
         entry = sys._getframe(1)
         self._entry = None if entry.f_code.co_flags & _RESUMABLE else entry
         self._upper = None
@@ -233,11 +236,12 @@ class Recorder(TorchFunctionMode):
     def _stack(self, frame) -> tuple:
         keep = self.keep if self.inputs == "identity" else None
         entry = getattr(self, "_entry", None)
-        above = entry.f_back if entry is not None else None
-        if above is not None and (self._upper is None or self._upper[0] is not above):
+        if entry is not None and (self._upper is None or self._upper[3] is not entry.f_back):
             found: list = []
-            self._upper = (above, walk(self.files, self.depth, above, found), tuple(found))
-        return walk(self.files, self.depth, frame, keep, self._upper if above is not None else None)
+            above = entry.f_back
+            self._upper = (entry, walk(self.files, self.depth, above, found) if above is not None else (),
+                           tuple(found), above)
+        return walk(self.files, self.depth, frame, keep, self._upper if entry is not None else None)
 
     def _link(self, op: Op, name: str, made_by: list, outs: list, args, kwargs) -> None:
         """inputs="identity": the data flow between this op and the ones that made its inputs."""

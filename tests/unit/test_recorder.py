@@ -169,6 +169,26 @@ def test_an_ops_frames_above_the_with_are_those_a_whole_walk_finds(depth):
     assert [f.line for f in again.of("mul")[0].stack] == [lam + 5 if n == lam else n for n in want]
 
 
+def _record_through_an_exit_stack(x):
+    import contextlib
+    rec = Recorder(HERE, depth=6, outputs="copies")
+    with contextlib.ExitStack() as views:
+        views.enter_context(rec)             # entered from ExitStack's frame, which has returned by the ops
+        _outer(x)
+        x * 3.0                              # an op of this frame itself, on another line
+    return rec
+
+
+def test_a_recording_entered_through_an_exit_stack_walks_the_whole_stack():
+    x = torch.randn(3)
+    rec = _calls(lambda: _record_through_an_exit_stack(x))
+    lam = _line(test_a_recording_entered_through_an_exit_stack_walks_the_whole_stack, 2)
+    want = [_line(_inner, 1), _line(_outer, 1), _line(_record_through_an_exit_stack, 5), lam, _line(_calls, 1), lam]
+    assert [f.line for f in rec.of("mul")[0].stack] == want
+    assert [f.line for f in rec.of("mul")[1].stack] == [_line(_record_through_an_exit_stack, 6), lam,
+                                                        _line(_calls, 1), lam]
+
+
 def test_identity_recording_keeps_the_frames_above_alive_and_a_generator_walks_its_own_callers():
     x = torch.randn(3)
     rec = _calls(lambda: _record_here(x, 6, inputs="identity"))
