@@ -147,7 +147,7 @@ class Server:
         except (TypeError, ValueError) as e:
             _send(conn, {"error": f"a malformed check request: {e}"})
             return
-        held, gone, done = [], threading.Event(), threading.Event()
+        held, done = [], threading.Event()
         send_lock = threading.Lock()
 
         def acquire(isolation, threads):
@@ -157,12 +157,7 @@ class Server:
                 w.abort()
             return w
 
-        def watch_client():                    # the client sends nothing more: EOF means it gave up
-            try:
-                conn.recv(1)
-            except OSError:
-                pass
-            gone.set()
+        def abort_held():
             if not done.is_set():              # after the run its worker is idle again: leave it alone
                 for w in held:
                     if w is not None:
@@ -175,7 +170,7 @@ class Server:
                 except OSError:
                     pass
 
-        threading.Thread(target=watch_client, daemon=True).start()
+        gone = _client_gone(conn, then=abort_held)
         outcome = run_spec(spec, on_event=event, acquire=acquire)
         done.set()
         with self.lock:
@@ -224,8 +219,9 @@ class Server:
         self._prewarm()
 
 
-def _client_gone(conn: socket.socket) -> threading.Event:
-    """Set once the client's end of `conn` closes (it sends nothing after its request: EOF means it gave up)."""
+def _client_gone(conn: socket.socket, then=None) -> threading.Event:
+    """Set once the client's end of `conn` closes (it sends nothing after its request: EOF means it gave up);
+    `then()` runs right after it is set (a check's: abort the worker its run holds)."""
     gone = threading.Event()
 
     def watch():
@@ -234,6 +230,8 @@ def _client_gone(conn: socket.socket) -> threading.Event:
         except OSError:
             pass
         gone.set()
+        if then is not None:
+            then()
     threading.Thread(target=watch, name="mtxdiag-client-watch", daemon=True).start()
     return gone
 
