@@ -8,6 +8,8 @@ from __future__ import annotations
 
 BY_CAUSE: dict[str, tuple[str, ...]] = {
     "softmax-wrong-dim": ("softmax-axis",),
+    # the weights that multiply V normalised again after the masked softmax: that second softmax goes
+    "attention-renormalised": ("unwrap",),
     "causal-mask-inverted": ("triangle", "polarity", "diagonal"),
     "causal-mask-off-by-one": ("diagonal", "triangle"),
     "causal-diagonal-masked": ("diagonal", "triangle"),

@@ -11,6 +11,7 @@ import libcst as cst
 from .sites import code as _code
 
 MAX_EDITS = 6
+KINDS = frozenset({"unused-input"})      # every kind of edit this family makes (edit.pending)
 
 
 class _Names(cst.CSTVisitor):

@@ -15,6 +15,10 @@ import libcst as cst
 
 from .sites import code as _code
 
+# every kind of edit this family makes (edit.pending skips the family when none of them is asked for)
+KINDS = frozenset({"zero-grad", "scheduler-step", "train-mode", "eval-mode", "order", "drop-statement",
+                   "renormalise", "trained-only"})
+
 _SCHEDULER = re.compile(r"lr_scheduler|Scheduler\b|\w+LR\b")
 # methods of a tensor: a parameter called only through these is data, not a model
 _TENSOR_METHODS = {"size", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "to", "float", "long",

@@ -88,7 +88,7 @@ def softmax_axis(node):
 
 
 def unwrap_softmax(node):
-    """softmax(x) -> x: a second normalisation of weights that already are one (search only)."""
+    """softmax(x) -> x: a second normalisation of weights that already are one (attention-renormalised)."""
     if not isinstance(node, cst.Call) or _name(node.func) not in SOFTMAXES:
         return []
     method = isinstance(node.func, cst.Attribute) and _name(node.func.value) not in ("F", "torch", "functional", "nn")

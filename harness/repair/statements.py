@@ -11,6 +11,10 @@ import libcst as cst
 from .inputs import innermost, name_counts, per_function
 from .sites import code as _code
 
+# every kind of edit this family makes (edit.pending skips the family when none of them is asked for)
+KINDS = frozenset({"per-step", "hoist", "reverse", "drop", "residual", "buffer", "no-grad", "unused-mask",
+                   "unread-mask"})
+
 
 def _block_of(col, stmt):
     """(owner, index) of the block holding `stmt` (an IndentedBlock or the Module)."""

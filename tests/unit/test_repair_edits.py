@@ -421,3 +421,35 @@ def test_a_text_parsed_again_after_others_gets_its_edits_in_a_long_lived_process
     edit._whole.cache_clear(), edit.parse.cache_clear()
     want = [c.code for c in edit.candidates(src, 7)]            # as a fresh process makes them
     assert want and got == want
+
+
+@pytest.mark.parametrize("name", ["reversal/bugs/encoder_mask_dropped.py", "reversal/correct/logging_helper_train.py"])
+def test_pending_asked_for_kinds_is_the_filter_of_every_edit(name):
+    """edit.pending skips a statement family none of whose KINDS is asked for: what it gives for a cause's kinds
+    is exactly every edit of the line filtered by them, and each family makes only the kinds it declares."""
+    src = (Path(__file__).parent.parent / "corpus" / name).read_text(encoding="utf-8")
+    asked = [catalogue.SEARCH, catalogue.BY_CAUSE["attention-renormalised"], catalogue.BY_CAUSE["stale-mask"],
+             catalogue.BY_CAUSE["padding-mask-missing"], catalogue.BY_CAUSE["positional-max-len"], ("order", "shift")]
+    made = set()
+    for line in range(1, len(src.splitlines()) + 1):
+        every = edit.pending(src, line)
+        made.update(p.kind for p in every)
+        for kinds in asked:
+            want = [(p.kind, p.label) for p in every if p.kind in kinds]
+            assert [(p.kind, p.label) for p in edit.pending(src, line, kinds)] == want, (line, kinds)
+        at = edit._at(src, line)
+        if at is not None:
+            for family in edit.FAMILIES:
+                assert {k for k, _, _ in family.edits(*at)} <= family.KINDS, (line, family.__name__)
+    assert made & {"order", "unused-mask"}       # the families made edits here: the filter had work to do
+
+
+def test_renormalised_attention_usual_fix_removes_the_second_softmax():
+    """attention-renormalised's usual edit at its line (the second softmax, where the leak first shows) is to
+    drop that softmax: the weights multiplying V are then the masked softmax's own."""
+    src = (Path(__file__).parent.parent / "corpus" / "reversal" / "bugs" / "double_softmax.py").read_text()
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if "self.attn_drop(att.softmax(dim=-1))" in ln)
+    first = next(verify._in_order(verify._lines(src, line), src, catalogue.BY_CAUSE["attention-renormalised"]))
+    assert first.kind == "unwrap" and first.line == line
+    assert changed_lines(src, first.code) == [(src.splitlines()[line - 1],
+                                               src.splitlines()[line - 1].replace("att.softmax(dim=-1)", "att"))]
