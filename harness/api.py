@@ -13,25 +13,28 @@ from .runner import run_spec
 
 def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
                quick: bool = False, limits: Limits | None = None, on_event=None, isolate: str = "auto",
-               daemon: bool = False, say=None, acquire=None) -> dict:
+               daemon: bool = False, say=None, acquire=None, early=None) -> dict:
     """Run every probe on one submission in a child process; return the validated result with diagnoses.
 
     `daemon`: in a fork of this user's check daemon's warm worker (daemon.py; CPU only); cold when none is
     running or it cannot be used (`say(text)` hears why, when that is unexpected). daemon.start() starts
-    one; the CLI does so once its report is written. `acquire`: as runner.run_spec's (the daemon's own)."""
+    one; the CLI does so once its report is written. `acquire`, `early`: as runner.run_spec's (the daemon's own
+    workers; a fork already started for this run)."""
     spec = CheckSpec(str(Path(path)), assignment=assignment, seed=seed, device=device, quick=quick, isolate=isolate,
                      limits=limits or Limits())
-    return check_spec(spec, on_event=on_event, daemon=daemon, say=say, acquire=acquire)
+    return check_spec(spec, on_event=on_event, daemon=daemon, say=say, acquire=acquire, early=early)
 
 
-def check_spec(spec: CheckSpec, *, on_event=None, daemon: bool = False, say=None, acquire=None) -> dict:
+def check_spec(spec: CheckSpec, *, on_event=None, daemon: bool = False, say=None, acquire=None, early=None) -> dict:
     """check_file for a request already typed (protocol.CheckSpec)."""
     outcome = None
     if daemon and spec.device == "cpu" and not spec.limits.warm:
         from . import daemon as check_daemon
         outcome = check_daemon.check(spec, on_event=on_event, say=say)
     if outcome is None:
-        outcome = run_spec(spec, on_event=on_event, acquire=acquire)
+        outcome = run_spec(spec, on_event=on_event, acquire=acquire, early=early)
+    elif early is not None:
+        early.cancel()
     return build_result(outcome, spec.shown(), spec.assignment, quick=spec.quick)
 
 

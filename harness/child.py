@@ -6,6 +6,7 @@ student code runs, the child
 
 * reads the run's key from stdin (then stdin is empty), moves the pipe to a random high descriptor that is
   closed on exec, and signs every message with the key and a sequence number (the parent rejects the rest);
+  a deferred run (early.py: a repair's first re-check) reads it after capture.capture, with its LATE limits;
 * puts its parent out of the submission's reach (confine.py) and becomes the subreaper of its descendants;
 * records the identity of every torch, builtins and harness function the probes rely on (capture.capture);
   after loading, after every call into student code and after every probe, whatever the submission replaced
@@ -24,10 +25,11 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 from . import assignments
 from .child_integrity import add_integrity, guarded_context, tamper_check
-from .protocol import EXIT_CHANNEL, EXIT_MEMORY, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, parse_argv
+from .protocol import EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits, parse_argv
 
 _exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
 
@@ -115,17 +117,21 @@ def _empty_stdin() -> None:
     os.close(r)
 
 
-def _read_key(enabled: bool) -> str:
-    """The run's key: one line on stdin from the parent; then stdin is empty (_empty_stdin)."""
+def _read_key(enabled: bool, lines: int = 1):
+    """The run's key: one line on stdin from the parent; then stdin is empty (_empty_stdin). lines=2 (a
+    deferred run): (the key, the LATE limits' line) as bytes."""
     if not enabled:
         return ""
-    buf = b""
-    while b"\n" not in buf and len(buf) < 256:
-        chunk = os.read(0, 256)
+    buf, cap = b"", 256 if lines == 1 else 256 + MAX_LATE_BYTES
+    while buf.count(b"\n") < lines and len(buf) < cap:
+        chunk = os.read(0, 4096)
         if not chunk:
             break
         buf += chunk
     _empty_stdin()
+    if lines == 2:
+        key, _, rest = buf.partition(b"\n")
+        return key, rest.split(b"\n", 1)[0]
     return buf.split(b"\n", 1)[0].decode("ascii", "replace").strip()
 
 
@@ -169,11 +175,10 @@ def _is_memory(exc) -> bool:
 
 
 def main(argv=None):
-    a, result_fd, auth_stdin = parse_argv(sys.argv[1:] if argv is None else argv)   # protocol.CheckSpec
+    a, result_fd, auth_stdin, deferred = parse_argv(sys.argv[1:] if argv is None else argv)   # protocol.CheckSpec
     lim = a.limits
-
-    channel = _Channel(result_fd, _read_key(auth_stdin))
-    send = channel.send
+    if not deferred:
+        send = _Channel(result_fd, _read_key(auth_stdin)).send
     from .confine import protect_surroundings
     protect_surroundings()       # its parent (a warm worker...) out of reach of prlimit, renice, signals
     from . import sandbox
@@ -208,6 +213,14 @@ def main(argv=None):
                "probe_imports_s": time.perf_counter() - t_cal}
 
     guard = capture()
+    if deferred:        # a repair's re-check: started while the parent made its candidate, told its probes now
+        key, late = _read_key(True, lines=2)
+        try:
+            a = replace(a, limits=late_limits(late, a.limits))
+        except ValueError:          # none (the parent gave the run up) or malformed: nothing to run
+            _die(EXIT_CHANNEL, "mtxdiag: no run was sent to this deferred child")
+        lim = a.limits
+        send = _Channel(result_fd, key.decode("ascii", "replace").strip()).send
     from . import audit as audit_mod
     # Last before the student's file: what their code tries outside its lane is recorded from here on.
     audit = audit_mod.install(a.path, here, a.isolate)

@@ -40,9 +40,16 @@ VERDICTS = frozenset({"clean", "problems", "error"})
 SCHEMA = 1
 
 
-def wire_argv(result_fd: int) -> list[str]:
-    """The transport flags a launcher adds to a spec's argv: the result pipe's descriptor, the key on stdin."""
-    return ["--auth-stdin", "--result-fd", str(result_fd)]
+def wire_argv(result_fd: int, deferred: bool = False) -> list[str]:
+    """The transport flags a launcher adds to a spec's argv: the result pipe's descriptor, the key on stdin;
+    `deferred`: the LATE limits follow the key on stdin, read once the child has recorded its functions."""
+    return ["--auth-stdin", "--result-fd", str(result_fd)] + (["--deferred"] if deferred else [])
+
+
+# The limits a deferred run (a repair's first re-check, early.py) learns after it started, as JSON on the line
+# after its key: the parent works out the candidate and which probes it needs while the fork starts up.
+LATE = ("only_probes", "extra_probes", "gate")
+MAX_LATE_BYTES = 16384
 
 
 # ---- the request ------------------------------------------------------------------------------------------
@@ -165,11 +172,13 @@ def _typed(f, v):
     return v
 
 
-def parse_argv(argv: list[str]) -> tuple[CheckSpec, int, bool]:
-    """(the spec, the result pipe's descriptor, whether the run's key comes on stdin) from a child's argv."""
+def parse_argv(argv: list[str]) -> tuple[CheckSpec, int, bool, bool]:
+    """(the spec, the result pipe's descriptor, whether the run's key comes on stdin, whether LATE limits follow
+    it) from a child's argv."""
     ap = argparse.ArgumentParser(prog="harness.child", allow_abbrev=False)
     ap.add_argument("--result-fd", type=int, required=True)
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
+    ap.add_argument("--deferred", action="store_true", help="the LATE limits: stdin's second line, as JSON")
     spec_fields = {f.name: f for f in fields(CheckSpec)} | {"limits." + f.name: f for f in fields(Limits)}
     for flag, owner, name in _FLAGS:
         f = spec_fields[("limits." if owner else "") + name]
@@ -181,7 +190,16 @@ def parse_argv(argv: list[str]) -> tuple[CheckSpec, int, bool]:
     a = vars(ap.parse_args(argv))
     lim = Limits(**{name: a[flag[2:]] for flag, owner, name in _FLAGS if owner})
     spec = CheckSpec(**{name: a[flag[2:]] for flag, owner, name in _FLAGS if not owner}, limits=lim)
-    return spec, a["result_fd"], a["auth_stdin"]
+    return spec, a["result_fd"], a["auth_stdin"], a["deferred"] and a["auth_stdin"]
+
+
+def late_limits(line: bytes, limits: Limits) -> Limits:
+    """`limits` with the LATE fields a deferred run was sent (a JSON object of strings, those fields only), or
+    ValueError."""
+    d = json.loads(line.decode("utf-8"))
+    if not isinstance(d, dict) or set(d) - set(LATE) or not all(isinstance(v, str) for v in d.values()):
+        raise ValueError("the late limits are an object of the LATE fields, as strings")
+    return replace(limits, **d)
 
 
 # ---- the result (schema 1) --------------------------------------------------------------------------------

@@ -86,31 +86,37 @@ def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0
     return run_spec(spec, on_event=on_event, acquire=acquire)
 
 
-def run_spec(spec: CheckSpec, *, on_event=None, acquire=None) -> ChildOutcome:
+def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> ChildOutcome:
     """Run the probes on `spec.path` in a limited child process; never raises for student faults.
 
     With limits.warm (grade, selftest, watch, the check daemon; CPU only) the child is a fork of a warm
     worker (warm.py): the same harness.child, limits and channel, without a new sandbox and torch import per
     submission. `acquire(isolation, threads)` gets that worker instead of warm.acquire (the daemon starts its
     workers from one long-lived thread). `spec.display`: the name the result shows, when `spec.path` is a
-    path rewritten for this process (the daemon gets absolute paths); the child gets `spec.for_child`."""
+    path rewritten for this process (the daemon gets absolute paths); the child gets `spec.for_child`.
+    `early`: a fork already started for this run (early.py: a repair's first re-check), told its run here."""
     lim, device, assignment = spec.limits, spec.device, spec.assignment
     submission, shown = Path(spec.path), spec.shown()
-    t0 = time.monotonic()
+    t0 = time.monotonic() if early is None else early.t0
     try:
         isolation = sandbox.mode(spec.isolate)
     except RuntimeError as e:
         return ChildOutcome(None, "grader-fault", str(e), seconds=time.monotonic() - t0)
-    worker = None
-    if lim.warm and device == "cpu":
+    if early is not None and (submission.is_dir() or submission.suffix != ".py" or
+                              not early.fits(spec.for_child(str(early.work / "submission.py"), isolation))):
+        early.cancel()          # started for another run: this one starts as usual
+        return run_spec(spec, on_event=on_event, acquire=acquire)
+    worker = early.worker if early is not None else None
+    if worker is None and lim.warm and device == "cpu":
         from . import warm
         try:
             worker = (acquire or warm.acquire)(isolation, lim.threads)
         except warm.Stopped:
             return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                 seconds=time.monotonic() - t0, isolation=isolation)
-    work = worker.new_run_dir() if worker else Path(tempfile.mkdtemp(prefix="mtxdiag-"))
-    nonce, token = secrets.token_hex(16), secrets.token_hex(12)
+    work = early.work if early is not None else worker.new_run_dir() if worker else \
+        Path(tempfile.mkdtemp(prefix="mtxdiag-"))
+    nonce, token = early.nonce if early is not None else secrets.token_hex(16), secrets.token_hex(12)
     chan = ResultChannel(nonce, t0, on_event)
     run = None
     try:
@@ -126,7 +132,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None) -> ChildOutcome:
         args = spec.for_child(str(work / name), isolation).to_argv()
         if worker is not None:
             try:
-                run, r, out_fd, err_fd = warm.launch_run(worker, args, work, nonce, rlimits(lim, _nproc_limit(lim)))
+                run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
+                    warm.launch_run(worker, args, work, nonce, rlimits(lim, _nproc_limit(lim)))[:4]
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 stopped, worker = worker.stopped, None
@@ -161,6 +168,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None) -> ChildOutcome:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",
                             seconds=time.monotonic() - t0, isolation=isolation)
     finally:
+        if early is not None and not early.used:      # an exception before its run was sent: the fork goes
+            early.cancel()                            # (and its worker back to the pool)
+            worker = None
         if run is not None and run.returncode is None:   # an exception above: never leave a run behind
             run.kill()
         if worker is not None:

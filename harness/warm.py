@@ -293,8 +293,10 @@ def _is_child_of_zygote(pid: int) -> bool:
         return False
 
 
-def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: dict):
-    """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd)."""
+def launch_run(worker: Worker, args: list[str], work: Path, nonce: str | None, limits: dict):
+    """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd, key fd). nonce None: a
+    deferred run (early.py), the key's pipe left open for the caller to write the key and the LATE limits (the
+    key fd; else None)."""
     fds = []
     try:
         r, w = os.pipe()
@@ -302,16 +304,18 @@ def launch_run(worker: Worker, args: list[str], work: Path, nonce: str, limits: 
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         fds = [r, w, key_r, key_w, out_r, out_w, err_r, err_w]
-        os.write(key_w, (nonce + "\n").encode())
+        if nonce is not None:
+            os.write(key_w, (nonce + "\n").encode())
         # in protocol.FORK_FDS's order: the fork takes them as stdin, stdout, stderr and RESULT_FD
-        run = worker.launch(args + wire_argv(RESULT_FD), work, [key_r, out_w, err_w, w], limits)
+        run = worker.launch(args + wire_argv(RESULT_FD, deferred=nonce is None), work, [key_r, out_w, err_w, w],
+                            limits)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    for fd in (w, key_r, key_w, out_w, err_w):
+    for fd in (w, key_r, out_w, err_w) + ((key_w,) if nonce is not None else ()):
         os.close(fd)
-    return run, r, out_r, err_r
+    return run, r, out_r, err_r, None if nonce is not None else key_w
 
 
 def _zygote_limits():

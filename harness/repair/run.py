@@ -10,8 +10,10 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from .. import early
 from ..api import check_file
 from ..checks import DECLARED
+from ..protocol import CheckSpec
 from ..runner import Limits
 from . import edit, verify
 
@@ -39,22 +41,31 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
     slowdown = float(slowdown) if isinstance(slowdown, (int, float)) and 1.0 <= slowdown <= 100 else 0.0
     costs = _costs(result.get("timings", {}))     # the re-checks share their probes longest first by these
     daemon = daemon and _daemon_up()      # else warm workers of this process: no candidate runs cold
+    base = replace(lim, warm=lim.warm or not daemon, coverage=False, slowdown=slowdown, costs=costs)
+    assignment = result.get("assignment") or "auto"
     with tempfile.TemporaryDirectory(prefix="mtxdiag-repair-") as tmp:
         copy = Path(tmp) / path.name
+        # the first re-check's fork starts up while its candidate is made (early.py); later ones start as usual
+        first = [early.launch(CheckSpec(str(copy), assignment=assignment, seed=seed, quick=True, limits=base),
+                              acquire) if base.warm and verify.will_try(result, max_diagnoses) else None]
 
         def recheck(code: str, only: str, extra: str, gate: str = "") -> dict:
             if cancelled is not None and cancelled():
                 raise Cancelled()
             copy.write_text(code, encoding="utf-8")
-            run_lim = replace(lim, only_probes=only, extra_probes=extra, warm=lim.warm or not daemon, coverage=False,
-                              slowdown=slowdown, costs=costs, gate=gate)
-            r = check_file(copy, assignment=result.get("assignment") or "auto", seed=seed, quick=True,
-                           limits=run_lim, daemon=daemon and not run_lim.warm, say=say, acquire=acquire)
+            run_lim = replace(base, only_probes=only, extra_probes=extra, gate=gate)
+            ready, first[0] = first[0], None
+            r = check_file(copy, assignment=assignment, seed=seed, quick=True, limits=run_lim,
+                           daemon=daemon and not run_lim.warm, say=say, acquire=acquire, early=ready)
             out = {}
             for c in r.get("checks", []):
                 out.setdefault(c["id"], c)
             return out
-        stats = verify.repair(result, source, path.name, recheck, max_diagnoses, coverage)
+        try:
+            stats = verify.repair(result, source, path.name, recheck, max_diagnoses, coverage)
+        finally:
+            if first[0] is not None:        # no candidate was re-checked (or the repairs stopped): give it up
+                first[0].cancel()
     result.setdefault("timings", {})["repair_s"] = stats["repair_s"]
     return stats
 

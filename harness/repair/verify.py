@@ -264,6 +264,20 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
             "usual_side_effect": removed}
 
 
+def will_try(result: dict, max_diagnoses: int = MAX_DIAGNOSES) -> bool:
+    """Some problem diagnosis has edits to try (try_one): it cites a failed check and names a line, its own or
+    where a cited check's property first broke. Then `repair` is likely to re-check."""
+    before = {c["id"]: c for c in result.get("checks", []) if isinstance(c, dict) and "id" in c}
+
+    def lines(d, targets):
+        div = [((before[t].get("data") or {}).get("divergence") or {}) for t in targets]
+        return [x.get("line") for x in div if isinstance(x, dict)] + [(d.get("location") or {}).get("line")]
+    return max_diagnoses > 0 and any(
+        d.get("severity", "problem") != "info" and d.get("id") not in catalogue.NEVER and
+        any(isinstance(ln, int) for ln in lines(d, cited(d, before))) and cited(d, before)
+        for d in result.get("diagnoses", []) if isinstance(d, dict))
+
+
 def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES,
            coverage: dict | None = None) -> dict:
     """Give the first problem diagnoses a `repair` (in place); adjust confidence and order. Returns timings.

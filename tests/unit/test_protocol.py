@@ -28,8 +28,19 @@ SPECS = [
 @pytest.mark.parametrize("spec", SPECS)
 def test_a_spec_survives_the_childs_argv_and_the_daemons_json(spec):
     argv = spec.to_argv() + wire_argv(protocol.RESULT_FD)
-    assert parse_argv(argv) == (spec, protocol.RESULT_FD, True)
+    assert parse_argv(argv) == (spec, protocol.RESULT_FD, True, False)
+    assert parse_argv(spec.to_argv() + wire_argv(5, deferred=True)) == (spec, 5, True, True)
     assert CheckSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+
+
+def test_a_deferred_run_takes_only_its_late_limits_as_strings():
+    """early.py: a fork started before its candidate is told only which probes and gate, nothing else."""
+    lim = Limits(timeout_s=9.0, cores=2, warm=True, costs="overfit:0.3")
+    got = protocol.late_limits(b'{"only_probes": "a,b", "extra_probes": "", "gate": "causal-leak"}', lim)
+    assert got == replace(lim, only_probes="a,b", gate="causal-leak")
+    for bad in (b"", b"[]", b'{"timeout_s": "1"}', b'{"gate": 3}', b'{"gate": "x", "warm": ""}', b"\xff{"):
+        with pytest.raises(ValueError):
+            protocol.late_limits(bad, lim)
 
 
 def test_the_childs_spec_names_its_copy_and_the_sandbox_it_got():

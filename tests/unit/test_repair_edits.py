@@ -212,10 +212,18 @@ def test_repairs_whose_asker_is_gone_start_no_further_recheck(tmp_path, monkeypa
     from harness.repair import run as repair_run
     f = tmp_path / "f.py"
     f.write_text("import torch\ndef att(s):\n    return torch.softmax(s, dim=-2)\n")
-    ran = []
+    ran, launched = [], []
 
-    def check_file(path, **kw):        # no candidate repairs: each would be re-checked in turn
+    class Early:             # early.py's fork started for the first re-check (none started here: in-process)
+        cancelled = False
+
+        def cancel(self):
+            self.cancelled = True
+    monkeypatch.setattr(repair_run.early, "launch", lambda spec, acquire=None: launched.append(Early()) or launched[-1])
+
+    def check_file(path, early=None, **kw):        # no candidate repairs: each would be re-checked in turn
         ran.append(Path(path).read_text())
+        assert early is (launched[-1] if len(ran) == 1 else None), "only the first re-check takes the early fork"
         return {"checks": [_check("attn-rows-sum", "fail", 0.9)]}
     monkeypatch.setattr(repair_run, "check_file", check_file)
 
@@ -229,7 +237,10 @@ def test_repairs_whose_asker_is_gone_start_no_further_recheck(tmp_path, monkeypa
     ran.clear()
     with pytest.raises(repair_run.Cancelled):
         repair_run.repair_check(result(), f, cancelled=lambda: len(ran) >= 1)
-    assert len(ran) == 1
+    assert len(ran) == 1 and not launched[-1].cancelled
+    with pytest.raises(repair_run.Cancelled):           # gone before the first re-check: its fork is given up
+        repair_run.repair_check(result(), f, cancelled=lambda: True)
+    assert len(ran) == 1 and launched[-1].cancelled and len(launched) == 3
 
 
 def test_fixed_path_never_names_the_file_or_an_existing_copy(tmp_path):
