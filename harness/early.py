@@ -34,6 +34,7 @@ class Early:
     def __init__(self, worker, work: Path, nonce: str, t0: float, launched: CheckSpec, handles: tuple):
         self.worker, self.work, self.nonce, self.t0 = worker, work, nonce, t0
         self.launched, self.handles = launched, handles     # handles: run, result fd, stdout fd, stderr fd, key fd
+        self.path = launched.path           # the copy the fork will read (run_spec puts the submission there)
         self.used = False
 
     def fits(self, child_spec: CheckSpec) -> bool:

@@ -103,7 +103,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
     except RuntimeError as e:
         return ChildOutcome(None, "grader-fault", str(e), seconds=time.monotonic() - t0)
     if early is not None and (submission.is_dir() or submission.suffix != ".py" or
-                              not early.fits(spec.for_child(str(early.work / "submission.py"), isolation))):
+                              not early.fits(spec.for_child(early.path, isolation))):
         early.cancel()          # started for another run: this one starts as usual
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
