@@ -29,7 +29,8 @@ from dataclasses import replace
 
 from . import assignments
 from .child_integrity import add_integrity, guarded_context, tamper_check
-from .protocol import EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits, parse_argv
+from .protocol import (EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits,
+                       parse_argv)
 
 _exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
 
@@ -117,22 +118,22 @@ def _empty_stdin() -> None:
     os.close(r)
 
 
-def _read_key(enabled: bool, lines: int = 1):
-    """The run's key: one line on stdin from the parent; then stdin is empty (_empty_stdin). lines=2 (a
-    deferred run): (the key, the LATE limits' line) as bytes."""
-    if not enabled:
-        return ""
-    buf, cap = b"", 256 if lines == 1 else 256 + MAX_LATE_BYTES
-    while buf.count(b"\n") < lines and len(buf) < cap:
+def _read_key(enabled: bool) -> str:
+    """The run's key: one line on stdin from the parent; then stdin is empty (_empty_stdin)."""
+    return _stdin_lines(1, 256)[0].decode("ascii", "replace").strip() if enabled else ""
+
+
+def _stdin_lines(n: int, cap: int) -> list[bytes]:
+    """The first `n` lines the parent wrote on stdin (at most `cap` bytes read; missing ones empty); then stdin
+    is empty (_empty_stdin). A deferred run's: its key, then its LATE limits."""
+    buf = b""
+    while buf.count(b"\n") < n and len(buf) < cap:
         chunk = os.read(0, 4096)
         if not chunk:
             break
         buf += chunk
     _empty_stdin()
-    if lines == 2:
-        key, _, rest = buf.partition(b"\n")
-        return key, rest.split(b"\n", 1)[0]
-    return buf.split(b"\n", 1)[0].decode("ascii", "replace").strip()
+    return (buf.split(b"\n") + [b""] * n)[:n]
 
 
 def _safe_str(x, n=500) -> str:
@@ -214,7 +215,7 @@ def main(argv=None):
 
     guard = capture()
     if deferred:        # a repair's re-check: started while the parent made its candidate, told its probes now
-        key, late = _read_key(True, lines=2)
+        key, late = _stdin_lines(2, 256 + MAX_LATE_BYTES)
         try:
             a = replace(a, limits=late_limits(late, a.limits))
         except ValueError:          # none (the parent gave the run up) or malformed: nothing to run

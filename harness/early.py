@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -66,12 +65,7 @@ class Early:
         self.used = True
         run, r, out, err, key_w = self.handles
         os.close(key_w)         # end-of-file where it reads its key: it ends there, if still alive
-        pid = run._host_pid()
-        if pid is not None:     # no need to wait for it to get there (~50 ms): it has not run anything yet
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        run.end_fork()          # no need to wait for it to get there (~50 ms): it has not run anything yet
         try:
             run.wait(time.monotonic() + 10)
             run.kill()

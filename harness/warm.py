@@ -266,6 +266,16 @@ class Run:
         """Ask the fork for its Python stack (the caller then retires the worker)."""
         return scratch.ask_for_stack(self._host_pid(), self.run_dir)
 
+    def end_fork(self) -> None:
+        """SIGKILL the fork alone (a fork that has run nothing yet: early.py); its worker stays, and reports the
+        exit once it has cleaned up as after any run (`wait`)."""
+        pid = self._host_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def kill(self) -> None:
         self.worker.after_run(self.done and not self.poisoned)
 

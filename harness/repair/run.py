@@ -47,7 +47,7 @@ def repair_check(result: dict, path, *, seed: int = 0, limits: Limits | None = N
         copy = Path(tmp) / path.name
         # the first re-check's fork starts up while its candidate is made (early.py); later ones start as usual
         first = [early.launch(CheckSpec(str(copy), assignment=assignment, seed=seed, quick=True, limits=base),
-                              acquire) if base.warm and verify.will_try(result, max_diagnoses) else None]
+                              acquire) if base.warm and max_diagnoses > 0 and verify.will_try(result) else None]
 
         def recheck(code: str, only: str, extra: str, gate: str = "") -> dict:
             if cancelled is not None and cancelled():

@@ -107,9 +107,8 @@ def diff(source: str, code: str, name: str) -> str:
                                         n=1))
 
 
-def search_lines(d: dict, before: dict, targets: list[str], source: str = "") -> list[int]:
-    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line,
-    then the lines next to the last of these in the data's path (edit.related)."""
+def _own_lines(d: dict, before: dict, targets: list[str]) -> list[int]:
+    """Where the cited checks' property first broke (their divergence), then the diagnosis's own line."""
     out = []
     for t in targets:
         div = ((before.get(t) or {}).get("data") or {}).get("divergence")
@@ -118,7 +117,13 @@ def search_lines(d: dict, before: dict, targets: list[str], source: str = "") ->
     line = (d.get("location") or {}).get("line")
     if isinstance(line, int) and line not in out:
         out.append(line)
-    out = out[:2]
+    return out
+
+
+def search_lines(d: dict, before: dict, targets: list[str], source: str = "") -> list[int]:
+    """Where the property first broke (the cited checks' first divergence), then the diagnosis's own line,
+    then the lines next to the last of these in the data's path (edit.related)."""
+    out = _own_lines(d, before, targets)[:2]
     for ln in edit.related(source, out[-1]) if out else []:    # where its value was made, used, guarded
         if ln not in out:
             out.append(ln)
@@ -264,18 +269,16 @@ def try_one(d: dict, source: str, name: str, before: dict, others_cited: set, re
             "usual_side_effect": removed}
 
 
-def will_try(result: dict, max_diagnoses: int = MAX_DIAGNOSES) -> bool:
+def will_try(result: dict) -> bool:
     """Some problem diagnosis has edits to try (try_one): it cites a failed check and names a line, its own or
     where a cited check's property first broke. Then `repair` is likely to re-check."""
     before = {c["id"]: c for c in result.get("checks", []) if isinstance(c, dict) and "id" in c}
-
-    def lines(d, targets):
-        div = [((before[t].get("data") or {}).get("divergence") or {}) for t in targets]
-        return [x.get("line") for x in div if isinstance(x, dict)] + [(d.get("location") or {}).get("line")]
-    return max_diagnoses > 0 and any(
-        d.get("severity", "problem") != "info" and d.get("id") not in catalogue.NEVER and
-        any(isinstance(ln, int) for ln in lines(d, cited(d, before))) and cited(d, before)
-        for d in result.get("diagnoses", []) if isinstance(d, dict))
+    for d in result.get("diagnoses", []):
+        if isinstance(d, dict) and d.get("severity", "problem") != "info" and d.get("id") not in catalogue.NEVER:
+            targets = cited(d, before)
+            if targets and _own_lines(d, before, targets):
+                return True
+    return False
 
 
 def repair(result: dict, source: str, name: str, recheck, max_diagnoses: int = MAX_DIAGNOSES,

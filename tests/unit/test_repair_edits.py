@@ -464,3 +464,21 @@ def test_renormalised_attention_usual_fix_removes_the_second_softmax():
     assert first.kind == "unwrap" and first.line == line
     assert changed_lines(src, first.code) == [(src.splitlines()[line - 1],
                                                src.splitlines()[line - 1].replace("att.softmax(dim=-1)", "att"))]
+
+
+def test_a_fork_is_started_early_only_for_a_diagnosis_with_a_line_to_edit():
+    """verify.will_try (repair/run.py starts the first re-check's fork on it): a problem diagnosis citing a
+    failed check, with its own line or the line where that check's property first broke."""
+    checks = [_check("attn-rows-sum", "fail", 0.9), dict(_check("causal-leak", "fail", 0.2),
+                                                          data={"divergence": {"line": 7}})]
+
+    def diag(cause, evidence, line=None, severity="problem"):
+        return {"checks": checks, "diagnoses": [{"id": cause, "confidence": 0.6, "evidence": evidence,
+                                                 "location": {"line": line} if line else None,
+                                                 "severity": severity}]}
+    assert verify.will_try(diag("softmax-wrong-dim", ["attn-rows-sum: measured 0.9"], line=3))
+    assert verify.will_try(diag("unexplained-failure", ["causal-leak: measured 0.2"]))     # where it first broke
+    assert not verify.will_try(diag("softmax-wrong-dim", ["attn-rows-sum: measured 0.9"]))   # no line at all
+    assert not verify.will_try(diag("softmax-wrong-dim", ["shapes: measured 1"], line=3))    # cites no failure
+    assert not verify.will_try(diag("softmax-wrong-dim", ["attn-rows-sum: measured 0.9"], line=3, severity="info"))
+    assert not verify.will_try(diag("timeout", ["attn-rows-sum: measured 0.9"], line=3))     # never repaired
