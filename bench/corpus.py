@@ -95,7 +95,7 @@ def run(selected: list[dict], *, quick: bool = True, seeds: int = 1, jobs: int =
             return list(pool.map(one, jobs_list))
     finally:
         if warm:
-            from harness import warm as warm_pool
+            from harness.isolation import warm as warm_pool
             warm_pool.close_all()
 
 

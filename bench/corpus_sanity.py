@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from harness.loader import load, read_source  # noqa: E402
+from harness.child.loader import load, read_source  # noqa: E402
 
 
 def load_file(path):

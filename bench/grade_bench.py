@@ -6,7 +6,7 @@
     python bench/grade_bench.py --jobs 2 --dask 1,2   # and a local Dask cluster of 1 and of 2 workers
     python bench/grade_bench.py --cold          # each setting also cold (a new interpreter per submission)
 
-Checks run in warm workers (harness/warm.py), as `grade` runs them; `--cold` adds the same settings with
+Checks run in warm workers (harness/isolation/warm.py), as `grade` runs them; `--cold` adds the same settings with
 `--cold`, alternating with the warm ones, and reports warm against cold.
 
 The class is a mix of reference copies and exported mutants (the same set every
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import mutants  # noqa: E402
 from harness import __version__  # noqa: E402
-from harness.grade import Grader, Options  # noqa: E402
+from harness.grading.grade import Grader, Options  # noqa: E402
 
 MUTANT_IDS = ("reversal-causal-mask-missing", "reversal-target-not-shifted", "reversal-missing-sqrt-dk",
               "reversal-no-warmup", "reversal-encoder-in-decode-loop", "reversal-softmax-wrong-dim",

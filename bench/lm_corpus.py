@@ -26,7 +26,7 @@ from harness.runner import Limits  # noqa: E402
 CORPUS = ROOT / "tests" / "corpus" / LM.name
 # corpus cause -> mtxdiag cause ids that name the same bug
 ALIASES = {
-    # harness.lmdiag's names for the same bugs (wired in after the corpus was written)
+    # harness.child.probes.lm.diag's names for the same bugs (wired in after the corpus was written)
     "swiglu-gelu-not-silu": {"swiglu-wrong-activation"},
     "linear-has-bias": {"interface-mismatch"}, "warmup-integer-division": {"schedule-warmup-integer-division"},
     "get-batch-last-start-never-sampled": {"get-batch-start-range"},

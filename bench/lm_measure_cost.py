@@ -2,7 +2,7 @@
 
     python bench/lm_measure_cost.py            # every lm mutant's own component (and the block for model parts)
 
-The child (harness/lmdiag/diagnose.py measure_component) measures all stages of a failing component so that
+The child (harness/child/probes/lm/diag/diagnose.py measure_component) measures all stages of a failing component so that
 the parent decides (harness/causes/lm_decide.py); the cascade it replaced stopped at the first stage that named
 a cause. For each case this prints the seconds of all stages and of the stages up to the deciding one (what the
 old cascade ran), in process, one thread, after one warm-up pass (the mutant modules are built once per process).
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from harness.causes import lm_decide  # noqa: E402
-from harness.lmdiag.diagnose import measure_component  # noqa: E402
-from harness.lmdiag.fingerprint import variant  # noqa: E402
-from harness.lmdiag.inputs import ADAPTER  # noqa: E402
+from harness.child.probes.lm.diag.diagnose import measure_component  # noqa: E402
+from harness.child.probes.lm.diag.fingerprint import variant  # noqa: E402
+from harness.child.probes.lm.diag.inputs import ADAPTER  # noqa: E402
 from mutants.lm_registry import LM_MUTANTS  # noqa: E402
 
 ORDER = ("compare",) + lm_decide.STAGES

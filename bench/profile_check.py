@@ -3,7 +3,7 @@
     python bench/profile_check.py [--repeat 5] [--full] [--baseline TREE] [FILE_OR_REPO ...]
 
 Each run is a fresh interpreter doing what `python -m harness check FILE --quick` does, with a clock between
-the steps: interpreter start, the parent's imports (harness.cli and what it pulls in), the child (sandbox
+the steps: interpreter start, the parent's imports (harness.cli.main and what it pulls in), the child (sandbox
 spawn + Python start, torch import, calibration, probe imports; then load and each probe, from the child's
 JSON `timings`), the rules (engine.build_result), JSON writing, HTML rendering (import and write) and the
 terminal summary. `e2e` is the wall clock from spawning the interpreter to its exit. As the CLI does, the
@@ -40,7 +40,7 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
     sys.path.insert(0, tree)
     ph = {"interpreter_s": t_top - t_spawn}
     t = time.perf_counter()
-    import harness.cli  # noqa: F401  (what the CLI imports before it does anything)
+    import harness.cli.main  # noqa: F401  (what the CLI imports before it does anything)
     from harness.api import write_json_atomic
     from harness.engine import build_result
     from harness.runner import Limits, run_child
@@ -109,8 +109,8 @@ def one(tree: str, target: str, out: str, t_spawn: float) -> None:
 
 
 def _warm_html():
-    """The CLI's own HTML warm-up thread (harness.cli._prepare_html), when the tree has one."""
-    from harness import cli
+    """The CLI's own HTML warm-up thread (harness.cli.main._prepare_html), when the tree has one."""
+    from harness.cli import main as cli
     return cli._prepare_html() if hasattr(cli, "_prepare_html") else None
 
 

@@ -118,7 +118,7 @@ def main(argv=None) -> int:
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
                 list(pool.map(one, cases))
         finally:
-            from harness import warm
+            from harness.isolation import warm
             warm.close_all()
     return 0
 

@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "warm_cold.json")
     a = ap.parse_args(argv)
     chosen = [e for e in entries(a.set.split(",")) if not a.only or a.only in str(e["path"])]
-    from harness import warm
+    from harness.isolation import warm
     rows, t0 = [], time.perf_counter()
     try:
         for e in chosen:

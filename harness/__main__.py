@@ -1,4 +1,4 @@
 """`python -m harness` is `mtxdiag` (handy in a checkout that is not the installed one)."""
-from .cli import main
+from .cli.main import main
 
 main()

@@ -29,7 +29,7 @@ def check_spec(spec: CheckSpec, *, on_event=None, daemon: bool = False, say=None
     """check_file for a request already typed (protocol.CheckSpec)."""
     outcome = None
     if daemon and spec.device == "cpu" and not spec.limits.warm:
-        from . import daemon as check_daemon
+        from .isolation import daemon as check_daemon
         outcome = check_daemon.check(spec, on_event=on_event, say=say)
     if outcome is None:
         outcome = run_spec(spec, on_event=on_event, acquire=acquire, early=early)

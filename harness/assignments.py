@@ -5,7 +5,7 @@ Torch-free plain data (both sides import it; it imports only lm_table, itself to
 engine, the grader, the rubric, Gradescope and the report ask `assignment_of(name)` a question
 (`.is_repository`, `.per_component`, `.trains`, `.rubric_table`, ...) instead of comparing names;
 `protocol.ASSIGNMENTS` is `NAMES` here. What belongs to an assignment elsewhere names it through these objects:
-a probe's `assignments` (harness/probes/__init__.py), a cause's (harness/causes/*.py), a mutant's
+a probe's `assignments` (harness/child/probes/__init__.py), a cause's (harness/causes/*.py), a mutant's
 (mutants/), a report section's (harness/report/sections.py).
 
 A new assignment: one `Assignment(...)` below and a place in `ALL`; then its probes, causes, mutants, reference
@@ -31,7 +31,7 @@ class Assignment:
     optional: tuple[str, ...] = ()  # names whose checks are skipped when absent
     packages: tuple[str, ...] = ()  # third-party imports it allows besides torch (harness/allowed.py)
     reference: str = ""             # its reference model, under reference_model/
-    # A student repository (REPOSITORY_MARKER) or one file of its adapters; loaded by harness/lm_loader.py.
+    # A student repository (REPOSITORY_MARKER) or one file of its adapters; loaded by harness/child/lm_loader.py.
     # A folder is checked and graded only as such an assignment.
     is_repository: bool = False
     # graded, ordered and reported per component (harness/lm_table.py): the rubric's table `rubric_table`,
@@ -42,7 +42,7 @@ class Assignment:
     trains: bool = False
     # the model is called as model(src, tgt_in) and must return (batch, target length, vocabulary) logits
     seq2seq: bool = False
-    # grader modules are hidden from sys.modules while its student code runs (harness/hide.py)
+    # grader modules are hidden from sys.modules while its student code runs (harness/child/hide.py)
     hides_grader: bool = True
 
     @property

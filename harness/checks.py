@@ -1,6 +1,6 @@
 """Declared checks: every check id a probe may emit, what it measures, its threshold and where that came from.
 
-Probes emit checks; this table declares them (the probe id that emits each, in harness/probes/__init__.py,
+Probes emit checks; this table declares them (the probe id that emits each, in harness/child/probes/__init__.py,
 is the key). The rubric validates check ids against it, the engine reads `component` (a check that calls a
 contract component directly) and `compares` (a check that compares two forward passes, meaningless when the
 forward pass is random), and tests assert that probes emit nothing undeclared. Torch-free: the grading

@@ -1,6 +1,6 @@
 """The `lm` component table, without torch: the parent's rules (harness/causes/lm_component.py) need it, and
 the parent must not pay torch's import (~1.3 s) to read a table. The child's probes read it through
-harness/probes/lm_common.py. The one table: the checks (checks.py), the lmdiag engine (lmdiag/inputs.py, in the
+harness/child/probes/lm/common.py. The one table: the checks (checks.py), the lmdiag engine (lmdiag/inputs.py, in the
 mutant registry's spelling: `registry_name`), the mutants (mutants/lm_registry.py) and the report read it."""
 from __future__ import annotations
 

@@ -175,7 +175,7 @@ def _typed(f, v):
 def parse_argv(argv: list[str]) -> tuple[CheckSpec, int, bool, bool]:
     """(the spec, the result pipe's descriptor, whether the run's key comes on stdin, whether LATE limits follow
     it) from a child's argv."""
-    ap = argparse.ArgumentParser(prog="harness.child", allow_abbrev=False)
+    ap = argparse.ArgumentParser(prog="harness.child.main", allow_abbrev=False)
     ap.add_argument("--result-fd", type=int, required=True)
     ap.add_argument("--auth-stdin", action="store_true", help="read the run's key from the first line of stdin")
     ap.add_argument("--deferred", action="store_true", help="the LATE limits: stdin's second line, as JSON")

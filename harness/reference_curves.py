@@ -1,6 +1,6 @@
 """The reference model's brief training, committed in reference_model/brief_training.json: every report draws
 the student's curve beside it. Only the loader lives here (the engine reads it); the script that regenerates
-the file is harness/reference_curves_make.py (it runs a check, so it imports the API: keeping it apart keeps
+the file is bench/record_reference_curves.py (it runs a check, so it imports the API: keeping it apart keeps
 api -> engine -> reference_curves free of a circle).
 """
 from __future__ import annotations

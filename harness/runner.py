@@ -34,15 +34,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import memwatch, paths, sandbox
-from .diskwatch import DiskWatch, Watches
+from .isolation import memwatch
+from . import paths
+from .isolation import sandbox
+from .isolation.diskwatch import DiskWatch, Watches
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
-from .repo_copy import copy_repo
-from .result_pipe import Drain, ResultChannel
-from .scratch import apply_rlimits, ask_for_stack, rlimits
-from .scratch import env as _env
-from .scratch import rmtree as _rmtree
+from .isolation.repo_copy import copy_repo
+from .isolation.result_pipe import Drain, ResultChannel
+from .isolation.scratch import apply_rlimits, ask_for_stack, rlimits
+from .isolation.scratch import env as _env
+from .isolation.scratch import rmtree as _rmtree
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -90,7 +92,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
     """Run the probes on `spec.path` in a limited child process; never raises for student faults.
 
     With limits.warm (grade, selftest, watch, the check daemon; CPU only) the child is a fork of a warm
-    worker (warm.py): the same harness.child, limits and channel, without a new sandbox and torch import per
+    worker (warm.py): the same harness.child.main, limits and channel, without a new sandbox and torch import per
     submission. `acquire(isolation, threads)` gets that worker instead of warm.acquire (the daemon starts its
     workers from one long-lived thread). `spec.display`: the name the result shows, when `spec.path` is a
     path rewritten for this process (the daemon gets absolute paths); the child gets `spec.for_child`.
@@ -108,7 +110,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
     if worker is None and lim.warm and device == "cpu":
-        from . import warm
+        from .isolation import warm
         try:
             worker = (acquire or warm.acquire)(isolation, lim.threads)
         except warm.Stopped:
@@ -176,7 +178,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         if worker is not None:
             if run is None:            # nothing ran: its folder goes now (after a run the worker empties the slot)
                 _rmtree(work)
-            from . import warm
+            from .isolation import warm
             warm.release(worker)
         else:
             _rmtree(work)
@@ -188,7 +190,7 @@ def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolatio
     key_r, key_w = os.pipe()
     os.write(key_w, (nonce + "\n").encode())
     os.close(key_w)
-    cmd = sandbox.command([sys.executable, "-m", "harness.child"] + args + wire_argv(w), work=work,
+    cmd = sandbox.command([sys.executable, "-m", "harness.child.main"] + args + wire_argv(w), work=work,
                           isolate=isolation, pass_fd=w, device=device)
     try:
         proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
@@ -332,7 +334,8 @@ def _stop(proc, work: Path, isolation: str) -> str:
 def _static_findings(copy: Path, display: str) -> list[dict]:
     """scan.scan_source on the submission's text, with locations; a file too big to parse (or a notebook
     too big to decode) is read in chunks by scan.scan_file instead: every byte is read, whatever the size."""
-    from . import scan, source
+    from . import scan
+    from . import source
     try:
         size = copy.stat().st_size
         if size > scan.MAX_AST_CHARS:

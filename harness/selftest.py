@@ -136,7 +136,7 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(one, cases))
     finally:
-        from . import warm
+        from .isolation import warm
         warm.close_all()        # the warm workers the cases ran in (warm.py)
 
 

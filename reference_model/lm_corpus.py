@@ -1,4 +1,4 @@
-"""A tiny character-level corpus for the brief lm training (harness/probes/lm_train_brief.py), written for
+"""A tiny character-level corpus for the brief lm training (harness/child/probes/lm/train_brief.py), written for
 mtxdiag. A .py module so that the sandbox's snapshot of reference_model carries it. Token k is the k-th
 character of VOCAB."""
 

@@ -195,7 +195,7 @@ class ComponentRule:
                         explains=explains)
             f.cause = _property_cause(p)
         elif self.kind == "mismatch" and _lmdiag_cause(d):
-            # lm_decide named it from harness.lmdiag's measurements (engine.validate_payload -> lm_decide.annotate):
+            # lm_decide named it from harness.child.probes.lm.diag's measurements (engine.validate_payload -> lm_decide.annotate):
             # a fingerprint on lmdiag's own inputs, an interface finding or a property's mechanism, with evidence
             ld = d["lmdiag"]
             f = Finding(min(float(ld.get("confidence") or 0.6), 0.95),
@@ -384,7 +384,7 @@ PROPERTY_CAUSES = {
 
 
 def _lmdiag_causes() -> dict:
-    """Causes only harness.lmdiag's properties name (no mutant makes them): one document each."""
+    """Causes only harness.child.probes.lm.diag's properties name (no mutant makes them): one document each."""
     from ..lm_property_causes import PROPERTY_CAUSES as TITLES
     known = {c.id for c in PROPERTY_CAUSES.values()} | set(FINGERPRINT_CAUSES)
     return {cid: Cause(cid, title[0].upper() + title[1:], title + ".",

@@ -1,7 +1,7 @@
 """One `lm` component's diagnosis, decided from measurements: which evidence names which cause, at what
 confidence, in which order. Torch-free; the parent's engine runs it on what the sandboxed child measured.
 
-The child (harness/lmdiag/diagnose.py `measure_component`) measures a failing component's adapter and sends
+The child (harness/child/probes/lm/diag/diagnose.py `measure_component`) measures a failing component's adapter and sends
 the numbers, never a cause: the first disagreement with the reference (`err`), the interface findings with
 the stage that found each (`interface`), the lm mutant whose outputs the adapter reproduces (`fingerprint`),
 the properties (`properties`, each with the cause a failure would name as declared data), and the stages it
@@ -17,7 +17,7 @@ A stage the child could not measure stops the cascade there with no cause: a rul
 measurement that was not made, and a later stage is not read as if the earlier one had found nothing.
 
 `validate` checks what the child sent (types, bounds, known ids: a cause or mutant id the parent does not
-know is not trusted); `decide` returns the diagnosis dict of harness.lmdiag (component, adapter, status,
+know is not trusted); `decide` returns the diagnosis dict of harness.child.probes.lm.diag (component, adapter, status,
 cause, confidence, evidence, errors, properties); `annotate` replaces a check's data with the validated
 measurements and the parent's decision. The pytest plugin, lmdiag's rubric and the benches get the same
 decision through lmdiag.diagnose.diagnose_component (measure, then this `decide`).

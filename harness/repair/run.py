@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from .. import early
+from . import early
 from ..api import check_file
 from ..checks import DECLARED
 from ..protocol import CheckSpec
@@ -86,7 +86,7 @@ def _costs(timings: dict) -> str:
 def _daemon_up() -> bool:
     """This harness's check daemon is running (a check through it would not fall back to a cold run)."""
     try:
-        from .. import daemon as check_daemon
+        from ..isolation import daemon as check_daemon
         return any(d.get("key") == check_daemon.key() for d in check_daemon.ask("status"))
     except Exception:      # noqa: BLE001 - unknown: use this process's warm workers
         return False

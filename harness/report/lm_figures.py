@@ -1,4 +1,4 @@
-"""The `lm` report's pictures, from the artifacts of harness/probes/lm_pictures.py.
+"""The `lm` report's pictures, from the artifacts of harness/child/probes/lm/pictures.py.
 
     rope_stats(art) / rope_relative(art)   q_m . k_n against m - n: your scores (dots) on the reference's curve
     lm_causal(art)                         which LM outputs move when one input token changes (T x T)

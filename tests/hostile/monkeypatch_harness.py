@@ -1,8 +1,8 @@
 # hostile: rewrites the grader itself - every probe replaced by one that passes, check() forced to "pass"
 # base: broken-forward
 # flake8: noqa  (a fragment: test_hostile.py appends it to its base)
-import harness.probes as _hp
-import harness.probes.base as _hb
+import harness.child.probes as _hp
+import harness.child.probes.base as _hb
 
 
 def _always_pass(id, status, *args, **kwargs):

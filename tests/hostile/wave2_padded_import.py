@@ -3,4 +3,4 @@
 # base: reference
 # flake8: noqa  (a fragment: tests/integration/test_hostile_wave2.py appends it to its base)
 {{PAD}}
-import harness.probes.base as _hb                                                   # OP import load
+import harness.child.probes.base as _hb                                                   # OP import load

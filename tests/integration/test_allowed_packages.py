@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import allowed, rubric
+from harness import allowed
+from harness.grading import rubric
 from harness.api import check_file
-from harness.grade_results import fault_of
+from harness.grading.results import fault_of
 
 LESSON = Path(__file__).resolve().parents[2] / "submissions" / "reversal_lesson.py"
 ABSENT = "mtxdiag_absent_pkg_for_tests"        # installed nowhere

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import mutants
-from harness.cli import main
+from harness.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON_PY = ROOT / "submissions" / "reversal_lesson.py"
@@ -241,7 +241,7 @@ def test_definition_error_shows_the_exception(broken):
 
 def test_timeout_names_the_stuck_line(broken):
     # The parent sends SIGUSR1 and reads the child's faulthandler stack. Under bubblewrap this once
-    # signalled the outer bwrap process (its argv holds 'harness.child'), and the line was lost.
+    # signalled the outer bwrap process (its argv holds 'harness.child.main'), and the line was lost.
     line, _, run = broken("loop")
     loc = top(run)["location"]
     assert loc is not None and loc["line"] == line, top(run)
@@ -288,7 +288,7 @@ def test_a_checker_that_fails_before_the_submission_runs_blames_nobody_in_it(tmp
 
 def test_usage_error_from_the_installed_command(tmp_path):
     exe = shutil.which("mtxdiag")
-    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from harness.cli import main; "
+    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from harness.cli.main import main; "
                                                "sys.argv[0] = 'mtxdiag'; main()"]
     proc = subprocess.run(cmd + ["check", str(tmp_path / "missing.py")], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""The training probes in a second process (harness/child_side.py): the same result as one process, and a
+"""The training probes in a second process (harness/child/side.py): the same result as one process, and a
 side process that dies or runs out of memory is reported, never lost or mistaken for a pass."""
 from __future__ import annotations
 

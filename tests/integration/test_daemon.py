@@ -1,4 +1,4 @@
-"""The per-user check daemon (harness/daemon.py, harness/daemon_server.py): the same result as a cold check,
+"""The per-user check daemon (harness/isolation/daemon.py, harness/cli/daemon.py): the same result as a cold check,
 a first check that runs cold and starts it, and a daemon that never outstays, leaks or decides anything.
 
 Each test gets its own runtime folder (MTXDIAG_RUNTIME_DIR) and stops its daemons at the end; the rest of
@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 import mutants
-from harness import daemon
+from harness.isolation import daemon
 from harness.api import check_file
-from harness.cli import main
+from harness.cli.main import main
 from harness.runner import Limits
 from mutants.export import export_submissions
 from mutants.lm_export import mutant_repo_files
@@ -60,7 +60,7 @@ def _daemons(d: Path) -> list[int]:
                 argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"harness.daemon_server" in argv and str(d).encode() in argv and _alive(int(name)):
+            if b"harness.cli.daemon" in argv and str(d).encode() in argv and _alive(int(name)):
                 out.append(int(name))
     return out
 

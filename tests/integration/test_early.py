@@ -1,4 +1,4 @@
-"""A repair's first re-check forked before its candidate exists (harness/early.py), then told its run: the same
+"""A repair's first re-check forked before its candidate exists (harness/repair/early.py), then told its run: the same
 result as a run started as usual, its worker kept clean and reused, and a fork told nothing runs nothing."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import early, sandbox, warm
+from harness.repair import early
+from harness.isolation import sandbox, warm
 from harness.api import check_file
 from harness.protocol import EXIT_CHANNEL, CheckSpec, Limits
 

@@ -7,8 +7,8 @@ import time
 import pytest
 from click.testing import CliRunner
 import mutants
-from harness.cli import main
-from harness.grade import Options
+from harness.cli.main import main
+from harness.grading.grade import Options
 
 from test_grade import EXITS, HANGS, MEMORY_HOG, NOTEBOOK, REFERENCE, ROOT, SYNTAX_ERROR, _export_mutants, assert_gradescope, fake, fake_check, grade_cli, make_class, read_csv, run_fake  # noqa: F401, F811 (fixtures, helpers)
 
@@ -26,13 +26,13 @@ def test_dask_local_cluster_with_the_fake_checker(tmp_path, fake):
 
 def test_a_report_rendered_on_the_worker_is_the_one_the_grading_process_renders(tmp_path, fake):
     """Dask jobs render the report where the check ran; it must be the same page, naming the student's file."""
-    from harness.grade_results import _job, grade_one
+    from harness.grading.results import _job, grade_one
     from harness.report import html as html_report
     src = tmp_path / "class & co"
     src.mkdir()
     sub = src / "zoe.py"
     sub.write_text("forbidden os.system\nline two\nline three <b>\n")
-    from harness.grade_discovery import Submission
+    from harness.grading.discovery import Submission
     job = dict(_job(Submission("zoe", sub, data=sub.read_bytes()), Options(quick=True)), render=True)
 
     def located(path, **kw):         # the fake's diagnosis, at line 3 of the file checked
@@ -177,7 +177,7 @@ def test_ctrl_c_stops_the_running_checks_and_keeps_the_gradebook(tmp_path):
     src.mkdir()
     for name in ("hang_a", "hang_b", "later"):
         (src / f"{name}.py").write_text(HANGS)
-    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "grade", str(src), "--out", str(out),
+    cmd = [sys.executable, "-c", "from harness.cli.main import main; main()", "grade", str(src), "--out", str(out),
            "--jobs", "2", "--quick", "--timeout", "300", "--no-progress"]
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 import mutants
-from harness.cli import main
-from harness import rubric
-from harness.grade import GradeError, gradescope_one
-from harness.rubric_lm import canonical
+from harness.cli.main import main
+from harness.grading import rubric
+from harness.grading.grade import GradeError, gradescope_one
+from harness.grading.rubric_lm import canonical
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def test_the_zip_holds_what_gradescope_needs(autograder):
     z = zipfile.ZipFile(autograder)
     names = set(z.namelist())
     assert {"setup.sh", "run_autograder", "rubric.toml", "mtxdiag/pyproject.toml",
-            "mtxdiag/harness/cli.py", "mtxdiag/harness/rubric_default.toml",
+            "mtxdiag/harness/cli/main.py", "mtxdiag/harness/grading/rubric_default.toml",
             "mtxdiag/harness/report/templates/report.html", "mtxdiag/reference_model/reversal.py"} <= names
     setup = z.read("setup.sh").decode()
     assert "--index-url https://download.pytorch.org/whl/cpu" in setup and "'torch==" in setup

@@ -11,7 +11,7 @@ def test_the_fast_path_raises_no_audit_event_per_object():
     (In a fresh interpreter: an audit hook can never be removed, and would slow every later test.)"""
     code = (
         "import sys\n"
-        "from harness.capture import capture\n"
+        "from harness.child.capture import capture\n"
         "g = capture()\n"
         "events = []\n"
         "sys.addaudithook(lambda e, a: events.append(e))\n"

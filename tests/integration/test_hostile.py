@@ -23,15 +23,15 @@ from pathlib import Path
 import pytest
 
 import mutants
-from harness import rubric as rubric_mod
-from harness import sandbox
+from harness.grading import rubric as rubric_mod
+from harness.isolation import sandbox
 from harness.api import check_file
 from harness.runner import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile"
 REFERENCE = ROOT / "reference_model" / "reversal.py"
-RUBRIC = ROOT / "harness" / "rubric_default.toml"
+RUBRIC = ROOT / "harness" / "grading" / "rubric_default.toml"
 MEMORY_MB = 3072
 FAST = 20          # time limit (s) for the cases that must time out
 SLOW_OK = 240      # time limit for the others: far above what they need, so only a hang would reach it
@@ -552,8 +552,8 @@ def test_patched_harness(runs):
     assert "forward-error" in causes(r)                 # the real probes ran, not the student's
     assert_tampering(r, "tamper", "tamper-static")
     changed = " ".join(check_of(r, "tamper")["data"]["changed"])
-    assert "harness.probes.base.check" in changed and "PROBES[0]" in changed
-    assert_names_line(r, "harness.probes.base.check", line_of(runs, "monkeypatch_harness", "_hb.check = "))
+    assert "harness.child.probes.base.check" in changed and "PROBES[0]" in changed
+    assert_names_line(r, "harness.child.probes.base.check", line_of(runs, "monkeypatch_harness", "_hb.check = "))
     assert_names_line(r, "PROBES[0]", line_of(runs, "monkeypatch_harness", "object.__setattr__(_p"))
     assert score(r) == 0
 
@@ -722,7 +722,7 @@ def test_stdin_is_empty_after_the_key_even_where_devnull_is_a_file(tmp_path):
     junk = tmp_path / "devnull"
     junk.write_text("OTHER-PROCESSES-OUTPUT\n")
     code = ("import os, sys; os.devnull = sys.argv[1]\n"
-            "from harness.child import _read_key\n"
+            "from harness.child.main import _read_key\n"
             "key = _read_key(True)\n"
             "print(repr(key), repr(sys.stdin.read()), repr(os.read(0, 100)))\n")
     out = subprocess.run([sys.executable, "-c", code, str(junk)], input=b"the-key\nREST-OF-THE-PIPE",
@@ -792,7 +792,7 @@ GRADE_BATCH = ["syntax_error", "exit_load_os", "orphans", "forged_channel", "mon
 def test_batch_grading_isolates_students(world, tmp_path):
     """grade: the reference among hostile submissions keeps its clean verdict and full score; each hostile
     one gets its own row and outcome; the batch finishes; nothing is written outside the output folder."""
-    grade = pytest.importorskip("harness.grade")
+    grade = pytest.importorskip("harness.grading.grade")
     src = tmp_path / "submissions"
     src.mkdir()
     out = tmp_path / "gradebook"

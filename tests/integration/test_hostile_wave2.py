@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import mutants
-from harness import rubric as rubric_mod
-from harness import confine, sandbox, warm
+from harness.grading import rubric as rubric_mod
+from harness.isolation import confine, sandbox, warm
 from harness.api import check_file
 from harness.runner import Limits
 
@@ -320,7 +320,7 @@ def test_a_batch_of_hostile_submissions_leaves_every_canary_clean(tmp_path, monk
     """grade --jobs 1 (one warm worker for all, in name order): a poisoner, canary, a poisoner, canary, the
     forgeries, canary. Every canary is clean at full marks; every hostile row carries its finding; no secret
     of the grading shell's environment or the rubric reaches any output."""
-    grade = pytest.importorskip("harness.grade")
+    grade = pytest.importorskip("harness.grading.grade")
     monkeypatch.setenv("MTXDIAG_WAVE2_SECRET", SECRET)
     src, out = tmp_path / "submissions", tmp_path / "grades"
     order = [POISONERS[0], "canary", POISONERS[1], "canary"] + FORGERS + ["canary"]

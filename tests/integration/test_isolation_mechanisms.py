@@ -13,7 +13,9 @@ import types
 
 import pytest
 
-from harness import confine, paths, scan
+from harness.isolation import confine
+from harness import paths
+from harness import scan
 from harness.identity import MISSING, inherited, wraps
 
 
@@ -212,7 +214,7 @@ def test_locations_outside_the_submission_are_dropped(tmp_path):
 
 
 def test_the_scan_reads_a_file_of_any_size(tmp_path):
-    body = "import torch\n" + ("# padding " * 20 + "\n") * 120_000 + "import harness.child as hc\n" + \
+    body = "import torch\n" + ("# padding " * 20 + "\n") * 120_000 + "import harness.child.main as hc\n" + \
         "x = 1\n" * 10 + "import ctypes\n"
     assert len(body) > 2_000_000
     whats = [f["what"] for f in scan.scan_source(body)]
@@ -258,7 +260,7 @@ def test_the_graders_modules_are_out_of_sys_modules_while_student_code_runs():
 
     import harness
     import harness.scan as original
-    from harness.hide import Hidden
+    from harness.child.hide import Hidden
     grader = os.path.dirname(harness.__file__) + "/"
     reported = []
     hidden = Hidden(sys.modules, [grader], report=lambda name, line: reported.append(name))

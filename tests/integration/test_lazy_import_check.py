@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import textwrap
-from harness import lazy_import
+from harness.child import lazy_import
 
 from test_lazy_import import FILE, _fresh  # noqa: F401, F811 (fixtures, helpers)
 
@@ -12,7 +12,7 @@ def test_pyplot_is_imported_only_when_a_function_uses_it(tmp_path):
     p.write_text(FILE)
     got = _fresh(textwrap.dedent(f"""\
         import json, sys
-        from harness.loader import load, read_source
+        from harness.child.loader import load, read_source
         src = read_source({str(p)!r}, open({str(p)!r}, "rb").read())
         m = load(src)
         before = "matplotlib.pyplot" in sys.modules

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import guard
+from harness.child import guard
 from harness.api import check_file
 from harness.runner import Limits
 

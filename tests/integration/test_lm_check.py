@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
+from harness.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "lm"
@@ -54,7 +54,7 @@ def test_reference_repository_is_clean_with_a_checklist(reference_repo, tmp_path
     code, r, out = check(reference_repo, tmp_path)
     assert code == 0 and r["verdict"] == "clean" and r["assignment"] == "lm", r["diagnoses"]
     by = checks(r)
-    from harness.probes.lm_common import COMPONENTS
+    from harness.child.probes.lm.common import COMPONENTS
     assert all(by[f"lm-{c}"]["status"] == "pass" for c, _, _ in COMPONENTS)
     assert "✓ linear" in out and "✓ get-batch" in out     # the component checklist, in the terminal
     html = (tmp_path / "out.html").read_text()

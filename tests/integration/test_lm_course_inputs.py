@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from harness.cli import main
+from harness.cli.main import main
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import mutants as library
-from harness.grade import Grader, Options
-from harness.rubric_lm import canonical
+from harness.grading.grade import Grader, Options
+from harness.grading.rubric_lm import canonical
 from mutants.lm_export import reference_repo_files
 from mutants.lm_registry import by_component
 

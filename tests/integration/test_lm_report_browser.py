@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import pytest
-from harness.probes.lm_common import COMPONENTS
+from harness.child.probes.lm.common import COMPONENTS
 from harness.report import html
 from test_report import _assert_loads, _open, _sections, browser  # noqa: F401 (browser: a fixture)
 

@@ -1,4 +1,4 @@
-"""Scoring lm (harness/rubric_lm.py) and writing its Gradescope results happen in the grader's process, which
+"""Scoring lm (harness/grading/rubric_lm.py) and writing its Gradescope results happen in the grader's process, which
 never imports torch: checked in a fresh interpreter."""
 from __future__ import annotations
 

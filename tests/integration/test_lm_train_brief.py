@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from harness import lm_loader
-from harness.calibrate import slowdown
-from harness.probes import lm_train_brief as T
-from harness.probes.base import Context
+from harness.child import lm_loader
+from harness.child.calibrate import slowdown
+from harness.child.probes.lm import train_brief as T
+from harness.child.probes.base import Context
 from mutants.lm_export import mutant_single_file, reference_single_file
 from mutants.lm_registry import lm_get
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import pytest
-from harness import memwatch
+from harness.isolation import memwatch
 from harness.api import check_file
 from harness.runner import Limits
 

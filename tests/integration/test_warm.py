@@ -1,4 +1,4 @@
-"""Warm workers (harness/warm.py, harness/zygote.py): the same result as a cold child, and nothing of one
+"""Warm workers (harness/isolation/warm.py, harness/child/zygote.py): the same result as a cold child, and nothing of one
 student's run reaches the next.
 
 Every comparison runs the same file cold (a new sandboxed interpreter) and in a warm worker that already ran
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from harness import sandbox, warm
+from harness.isolation import sandbox, warm
 from harness.api import check_file
 from harness.runner import Limits
 from mutants.export import export_submissions

@@ -6,8 +6,8 @@ import threading
 import time
 from click.testing import CliRunner
 import mutants
-from harness import warm
-from harness.cli import main
+from harness.isolation import warm
+from harness.cli.main import main
 
 from test_watch import LESSON_PY  # noqa: F401 (fixtures, helpers)
 

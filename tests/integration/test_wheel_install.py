@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import sandbox
+from harness.isolation import sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 

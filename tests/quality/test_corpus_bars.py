@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import pytest
 from click.testing import CliRunner
-from harness.cli import main
+from harness.cli.main import main
 
 from test_corpus import CORPUS, bench, corpus_scores  # noqa: F401, F811 (fixtures, helpers)
 

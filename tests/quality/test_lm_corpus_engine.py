@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import warm
+from harness.isolation import warm
 from harness.api import check_file
 from harness.runner import Limits
 

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
-from harness.lmdiag import cause_ids, properties
-from harness.lmdiag.diagnose import diagnose_adapters, diagnose_component, first_failing
-from harness.lmdiag.fingerprint import fingerprint, variant
-from harness.lmdiag.inputs import ADAPTER, COMPONENTS
+from harness.child.probes.lm.diag import cause_ids, properties
+from harness.child.probes.lm.diag.diagnose import diagnose_adapters, diagnose_component, first_failing
+from harness.child.probes.lm.diag.fingerprint import fingerprint, variant
+from harness.child.probes.lm.diag.inputs import ADAPTER, COMPONENTS
 from mutants.lm_registry import LM_MUTANTS
 
 from test_lmdiag import INTERFACE, LM, MANIFEST, NUMERIC, _adapters, _corpus_scores, _mid, _novel_bugs, lmcorpus  # noqa: F401 (fixtures, helpers)

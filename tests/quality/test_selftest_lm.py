@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import pytest
 from click.testing import CliRunner
-from harness.cli import main
+from harness.cli.main import main
 
 
 @pytest.mark.slow

@@ -55,12 +55,12 @@ def test_the_declared_facts_hold_where_they_are_used():
     import tomllib
 
     from harness import lm_table
-    from harness.probes import contract
+    from harness.child.probes import contract
     assert LM.required == tuple(lm_table.ADAPTER.values())
     for a in ALL:
         assert (ROOT / "reference_model" / a.reference).is_file(), a.name
         assert a.handed_in and a.title
-    default = tomllib.loads((ROOT / "harness" / "rubric_default.toml").read_text())
+    default = tomllib.loads((ROOT / "harness" / "grading" / "rubric_default.toml").read_text())
     assert [a.name for a in ALL if a.rubric_table] == ["lm"] and LM.rubric_table in default
     assert REVERSAL.trains and not BLOCK.trains and not LM.trains and REVERSAL.seq2seq
     assert not LM.hides_grader and REVERSAL.hides_grader
@@ -70,7 +70,7 @@ def test_the_declared_facts_hold_where_they_are_used():
 def test_everything_that_names_an_assignment_names_a_declared_one():
     import mutants
     from harness.causes import CAUSES
-    from harness.probes import PROBES
+    from harness.child.probes import PROBES
     from harness.report.sections import SECTIONS
     named = {a for p in PROBES for a in p.assignments} | {a for c in CAUSES for a in c.assignments} | \
         {m.assignment for m in mutants.ALL_MUTANTS} | {a for s in SECTIONS for a in s.assignments}

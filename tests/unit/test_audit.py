@@ -1,4 +1,4 @@
-"""The audit record in-process (harness/audit.py), without adding a hook to this process: events are handed to
+"""The audit record in-process (harness/child/audit.py), without adding a hook to this process: events are handed to
 `Audit.hook` by code compiled under the student's file name or a library's, so the frames are real."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import site
 import types
 from pathlib import Path
 
-from harness import audit as audit_mod
+from harness.child import audit as audit_mod
 
 STUDENT = "/scratch/submission.py"
 LIBRARY = os.path.join(site.getsitepackages()[0], "somelib", "core.py")   # a third-party library's frame

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.loader import load, read_source
-from harness.probes import block, block_attention, block_causal, block_lm, block_wiring, positional
-from harness.probes.base import Context
+from harness.child.loader import load, read_source
+from harness.child.probes import block, block_attention, block_causal, block_lm, block_wiring, positional
+from harness.child.probes.base import Context
 from mutants import get, source
 
 ROOT = Path(__file__).resolve().parents[2]

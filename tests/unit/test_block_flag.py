@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness import engine
-from harness.loader import load, read_source
-from harness.probes import block_attention, block_causal, block_wiring
-from harness.probes.base import Context, Skip
+from harness.child.loader import load, read_source
+from harness.child.probes import block_attention, block_causal, block_wiring
+from harness.child.probes.base import Context, Skip
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = (ROOT / "reference_model" / "block.py").read_text()

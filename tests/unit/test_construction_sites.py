@@ -5,8 +5,8 @@ import textwrap
 
 import torch
 
-from harness.loader import load, read_source
-from harness.probes.base import Context
+from harness.child.loader import load, read_source
+from harness.child.probes.base import Context
 
 FILE = textwrap.dedent("""\
     import torch.nn as nn

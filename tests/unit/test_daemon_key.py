@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from harness import daemon
+from harness.isolation import daemon
 
 
 def test_the_key_changes_with_what_a_result_depends_on(monkeypatch):

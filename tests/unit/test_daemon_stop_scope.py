@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import daemon
-from harness.cli import main
+from harness.isolation import daemon
+from harness.cli.main import main
 
 
 class FakeDaemon(threading.Thread):
@@ -66,7 +66,7 @@ def test_stop_all_reaches_every_daemon(two):
 
 
 def test_a_repairs_client_that_closes_its_end_is_seen_gone():
-    from harness.daemon_server import _client_gone
+    from harness.cli.daemon import _client_gone
     ours, theirs = socket.socketpair()
     try:
         gone = _client_gone(ours)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-from harness.loader import load, read_source
-from harness.probes import properties
-from harness.probes.base import Context
-from harness.probes.common import EOS, batch, eval_model, kwargs_for
+from harness.child.loader import load, read_source
+from harness.child.probes import properties
+from harness.child.probes.base import Context
+from harness.child.probes.common import EOS, batch, eval_model, kwargs_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

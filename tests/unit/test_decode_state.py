@@ -8,8 +8,8 @@ import types
 
 import torch
 
-from harness.probes import locate
-from harness.probes.properties import _kept_state
+from harness.child.probes import locate
+from harness.child.probes.properties import _kept_state
 
 
 def test_a_cache_that_grows_in_place_is_state_kept_between_calls():

@@ -1,10 +1,10 @@
-"""The run folder's disk watch (harness/diskwatch.py): real usage summed over the folder, the limit in MB and
+"""The run folder's disk watch (harness/isolation/diskwatch.py): real usage summed over the folder, the limit in MB and
 in entries, sampled at most every period; several watchdogs as one."""
 from __future__ import annotations
 
 import os
 
-from harness import diskwatch
+from harness.isolation import diskwatch
 
 
 def test_usage_sums_allocated_blocks_of_every_file(tmp_path):

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import __version__, gradebook, rubric
+from harness import __version__
+from harness.grading import gradebook, rubric
 from harness.causes import BY_ID
-from harness.cli import main
-from harness.grade import Grader, Options, cache_key, discover, fault_of, gradescope_results
+from harness.cli.main import main
+from harness.grading.grade import Grader, Options, cache_key, discover, fault_of, gradescope_results
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "reference_model" / "reversal.py"

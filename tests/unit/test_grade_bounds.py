@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import repo_copy, tree_walk
-from harness.grade import Grader, Options
-from harness.grade_discovery import _read, discover
+from harness.isolation import repo_copy
+from harness import tree_walk
+from harness.grading.grade import Grader, Options
+from harness.grading.discovery import _read, discover
 
 
 def deep_folder(root: Path, levels: int, leaf: str = "model.py") -> Path:
@@ -99,7 +100,7 @@ def test_a_folder_1100_levels_deep_is_one_students_row_and_the_gradebook_is_writ
 
 
 def test_a_folder_that_cannot_be_searched_is_that_students_row(tmp_path, monkeypatch):
-    from harness import grade_discovery
+    from harness.grading import discovery as grade_discovery
     src = tmp_path / "subs"
     (src / "bob").mkdir(parents=True)
     (src / "bob" / "m.py").write_text("x = 1\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from harness.grade_progress import Progress
+from harness.grading.progress import Progress
 
 
 def test_piped_lines_from_the_first_event_with_a_measured_eta():

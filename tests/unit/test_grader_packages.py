@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import identity, scan
+from harness import identity
+from harness import scan
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import allowed, rubric
-from harness.cli import main
-from harness.gradescope_build import BuildError, build, torch_pin
+from harness import allowed
+from harness.grading import rubric
+from harness.cli.main import main
+from harness.grading.gradescope_build import BuildError, build, torch_pin
 
 
 def _build(*args) -> object:
@@ -30,7 +31,7 @@ def lm_zip(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_the_lm_zip_holds_the_project_and_executable_scripts(lm_zip):
     names = set(lm_zip.namelist())
-    assert {"setup.sh", "run_autograder", "rubric.toml", "mtxdiag/pyproject.toml", "mtxdiag/harness/rubric_lm.py",
+    assert {"setup.sh", "run_autograder", "rubric.toml", "mtxdiag/pyproject.toml", "mtxdiag/harness/grading/rubric_lm.py",
             "mtxdiag/harness/lm_table.py", "mtxdiag/reference_model/lm.py",
             "mtxdiag/reference_model/lm_adapters.py"} <= names
     for exe in ("setup.sh", "run_autograder"):

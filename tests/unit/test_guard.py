@@ -1,4 +1,4 @@
-"""The tamper guard's fast path (harness/guard.py): what it compares without id() still sends every change
+"""The tamper guard's fast path (harness/child/guard.py): what it compares without id() still sends every change
 to the exact comparison, which names it and puts the original back."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch.nn.functional as F
 
-from harness.capture import capture
+from harness.child.capture import capture
 
 
 @pytest.fixture()

@@ -98,7 +98,7 @@ def test_no_import_circles_in_the_harness():
 def test_no_probe_imports_another_probes_private_names():
     """Shared helpers are public (probes/base.py, probes/locate.py, probes/common.py): `from .x import _y` is not."""
     bad = []
-    for f in sorted((PKG / "probes").glob("*.py")):
+    for f in sorted((PKG / "child" / "probes").glob("*.py")):
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                 bad += [f"{f.name}:{node.lineno} {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
@@ -111,3 +111,44 @@ def test_no_module_is_too_big_to_enter():
     assert {n: k for n, k in big.items() if k > 450} == {}
 
 
+
+
+# ---- the house by role: folders layered, few rooms at the top --------------------------------------------------
+
+def _room(name: str) -> str:
+    """The room a module lives in: its folder under harness/ (harness.child.probes.base -> harness.child), or the
+    top-level module itself."""
+    parts = name.split(".")
+    return ".".join(parts[:2])
+
+
+def layers(graph: dict[str, set]) -> dict[str, set]:
+    """The rooms' graph: an arrow from room A to room B when a module of A imports one of B."""
+    out: dict[str, set] = {}
+    for m, deps in graph.items():
+        out.setdefault(_room(m), set()).update(_room(d) for d in deps if _room(d) != _room(m))
+    return out
+
+
+def test_the_room_graph_is_built_from_folders():
+    g = layers({"harness.a.x": {"harness.b.y", "harness.a.z"}, "harness.a.z": set(), "harness.b.y": {"harness.top"},
+                "harness.top": set()})
+    assert g == {"harness.a": {"harness.b"}, "harness.b": {"harness.top"}, "harness.top": set()}
+    assert cycles(layers({"harness.a.x": {"harness.b.y"}, "harness.b.y": {"harness.a.z"}, "harness.a.z": set()}))
+
+
+def test_folders_import_each_other_only_downwards():
+    """Every folder of harness/ (child, isolation, grading, repair, causes, report, cli, ...) and every top-level
+    module is one room; the rooms' import graph has no circle, so each arrow runs down one order of the rooms
+    (lazy imports inside functions included). A module that needs something from a room above it is in the wrong
+    room, or the shared part belongs lower (protocol.py, source.py)."""
+    known = modules()
+    rooms = layers({name: imports_of(name, path, known) for name, path in known.items()})
+    assert {"harness.child", "harness.isolation", "harness.grading"} <= set(rooms)
+    assert cycles(rooms) == [], "rooms that import each other"
+
+
+def test_the_top_level_holds_few_modules():
+    """The pipeline and the shared declarations stay at the top; the rest lives in a folder by its role."""
+    top = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= 21, top

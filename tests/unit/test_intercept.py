@@ -1,11 +1,11 @@
-"""The interceptor (harness/intercept.py): what it records, and that a stopped recorder leaves torch as it was."""
+"""The interceptor (harness/child/intercept.py): what it records, and that a stopped recorder leaves torch as it was."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _get_current_function_mode, _len_torch_function_stack
 
-from harness.intercept import LossTap, StepLosses, watch
+from harness.child.intercept import LossTap, StepLosses, watch
 
 HERE = __file__
 

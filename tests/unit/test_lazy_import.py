@@ -1,4 +1,4 @@
-"""Top-level imports of plotting libraries are imported on first use (harness/lazy_import.py, loader.load)."""
+"""Top-level imports of plotting libraries are imported on first use (harness/child/lazy_import.py, loader.load)."""
 from __future__ import annotations
 
 import ast
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import lazy_import
-from harness.loader import SubmissionError, load, read_source
+from harness.child import lazy_import
+from harness.child.loader import SubmissionError, load, read_source
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from harness.probes.lm_where import argument_order
+from harness.child.probes.lm.where import argument_order
 
 SOURCE = '''class Model:
     def __init__(self, vocab_size, context_length, d_model, num_layers, rope_theta=None):

@@ -8,8 +8,8 @@ import sys
 
 import torch
 
-from harness.probes import lm_divergence as div
-from harness.probes.lm_where import crash_origin
+from harness.child.probes.lm import divergence as div
+from harness.child.probes.lm.where import crash_origin
 
 SOURCE = '''import torch
 

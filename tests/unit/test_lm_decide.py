@@ -145,4 +145,4 @@ def test_the_decision_is_torch_free():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             torchy += [name for n in names if n.split(".")[0] == "torch"]
-    assert "harness.lm_property_causes" in seen and "harness.lmdiag" not in seen and torchy == [], (seen, torchy)
+    assert "harness.lm_property_causes" in seen and "harness.child.probes.lm.diag" not in seen and torchy == [], (seen, torchy)

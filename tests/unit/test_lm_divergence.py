@@ -1,4 +1,4 @@
-"""First divergence (harness/probes/lm_divergence.py): the line where a component's wrong values start."""
+"""First divergence (harness/child/probes/lm/divergence.py): the line where a component's wrong values start."""
 from types import SimpleNamespace
 
 import pytest
@@ -6,9 +6,9 @@ import torch
 
 import reference_model.lm as ref_model
 import reference_model.lm_adapters as ref_adapters
-from harness.probes import lm_components
-from harness.probes import lm_divergence as div
-from harness.probes.lm_common import ADAPTER
+from harness.child.probes.lm import components as lm_components
+from harness.child.probes.lm import divergence as div
+from harness.child.probes.lm.common import ADAPTER
 from harness.selftest import changed_lines
 from mutants.lm_export import load_module, mutant_single_file, reference_single_file
 from mutants.lm_registry import lm_get

@@ -2,8 +2,8 @@
 charged once, where the bug starts), and Gradescope gets one test per component with its diagnosis."""
 from __future__ import annotations
 
-from harness import rubric
-from harness.gradescope import gradescope_results
+from harness.grading import rubric
+from harness.grading.gradescope import gradescope_results
 from harness.checks import LM_COMPONENTS
 
 

@@ -16,7 +16,7 @@ import torch
 from click.testing import CliRunner
 
 import mutants
-from harness.cli_mutants import mutants_group
+from harness.cli.mutants import mutants_group
 from mutants import LM_MUTANTS, reference_source, source
 from mutants.lm_export import mutant_repo_files, mutant_single_file, single_file
 from mutants.lm_registry import ADAPTERS, COMPONENTS, LM

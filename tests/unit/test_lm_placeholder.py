@@ -5,7 +5,7 @@ import pytest
 
 
 def test_placeholder_raises_only_when_used():
-    from harness.lm_loader import MissingDependency, Placeholder
+    from harness.child.lm_loader import MissingDependency, Placeholder
     p = Placeholder("regex", "ModuleNotFoundError: No module named 'regex'", "regex")
     assert p.compile is not None and p["x"] is p and (p | None) is p    # annotations and attribute chains
     with pytest.raises(MissingDependency) as e:

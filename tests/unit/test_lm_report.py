@@ -11,9 +11,9 @@ import types
 import pytest
 import torch
 
-from harness.probes import lm_pictures
-from harness.probes.base import Context
-from harness.probes.lm_common import reference
+from harness.child.probes.lm import pictures as lm_pictures
+from harness.child.probes.base import Context
+from harness.child.probes.lm.common import reference
 from harness.report import html, lm_figures, lm_sections
 from test_report import _assert_loads, _open, _sections, browser  # noqa: F401 (browser: a fixture)
 
@@ -105,7 +105,7 @@ def test_missing_artifact_is_explained_by_the_component_state():
 
 def _lm_args(ids):
     g = torch.Generator().manual_seed(5)
-    from harness.probes.lm_components import lm_weights
+    from harness.child.probes.lm.components import lm_weights
     return (40, 16, 32, 2, 4, 48, 10000.0, lm_weights(g, 40, 32, 2, 48), ids)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import types
 
-from harness import lm_loader
-from harness.probes import lm_training
+from harness.child import lm_loader
+from harness.child.probes.lm import training as lm_training
 
 
 def test_a_generator_is_located_at_its_function(monkeypatch):

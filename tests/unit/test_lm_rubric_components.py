@@ -1,4 +1,4 @@
-"""Assignment lm is scored per component in the grader's process (harness/rubric_lm.py): property checks are
+"""Assignment lm is scored per component in the grader's process (harness/grading/rubric_lm.py): property checks are
 evidence, never components; the rubric's own [lm] table counts; what costs no component (tampering) costs what
 [causes] says; the brief training charges the component it located; the gradebook counts components to
 re-teach; Gradescope gets one test per component, from a folder holding a repository."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import gradebook, rubric
+from harness.grading import gradebook, rubric
 from harness.checks import LM_COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,8 +113,8 @@ def test_gradebook_counts_components_to_reteach():
 
 
 def test_gradescope_grades_a_repository_and_never_leaves_old_results(tmp_path, monkeypatch):
-    from harness import gradescope
-    from harness.grade import Options
+    from harness.grading import gradescope
+    from harness.grading.grade import Options
     sub = tmp_path / "submission" / "assignment1-basics"
     (sub / "tests").mkdir(parents=True)
     (sub / "tests" / "adapters.py").write_text("from cs336_basics.model import *\n")

@@ -1,8 +1,8 @@
-"""Where an lm interface problem is located (harness/probes/lm_where.py), on real torch exceptions."""
+"""Where an lm interface problem is located (harness/child/probes/lm/where.py), on real torch exceptions."""
 import torch
 from torch import nn
 
-from harness.probes import lm_where
+from harness.child.probes.lm import where as lm_where
 
 
 def _raised(fn):

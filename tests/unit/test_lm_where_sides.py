@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.probes.lm_where import interface_location, interface_sides, module_called
+from harness.child.probes.lm.where import interface_location, interface_sides, module_called
 
 MODULE = '''class FFN:
     def __init__(self):

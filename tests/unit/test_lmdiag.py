@@ -1,4 +1,4 @@
-"""The lm diagnosis library (harness/lmdiag), in process: every lm mutant is fingerprinted as its own
+"""The lm diagnosis library (harness/child/probes/lm/diag), in process: every lm mutant is fingerprinted as its own
 cause, correct code stays clean, properties hold on every correct style, interface problems are named
 as such, and the hand-written corpus bugs (tests/corpus/lm/bugs) are named on the right component
 and, for most, with the right cause (targets asserted on the calibration split; the holdout is
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.lmdiag import cause_ids, interface, properties
-from harness.lmdiag.diagnose import diagnose_adapters, diagnose_component, first_failing
-from harness.lmdiag.fingerprint import fingerprint, variant
-from harness.lmdiag.inputs import ADAPTER, COMPONENTS, canonical, closure
+from harness.child.probes.lm.diag import cause_ids, interface, properties
+from harness.child.probes.lm.diag.diagnose import diagnose_adapters, diagnose_component, first_failing
+from harness.child.probes.lm.diag.fingerprint import fingerprint, variant
+from harness.child.probes.lm.diag.inputs import ADAPTER, COMPONENTS, canonical, closure
 from mutants.lm_registry import LM_MUTANTS
 
 LM = Path(__file__).resolve().parents[1] / "corpus" / "lm"
@@ -189,7 +189,7 @@ def test_downstream_failures_have_their_own_measured_diagnosis():
     ("[lm]\ninterface_credit = 2\n[lm.components]\nrope = 5\n", "in [0, 1]")])
 def test_lm_rubric_errors(text, message):
     import tomllib
-    from harness.rubric_lm import LmTableError, parse_table
+    from harness.grading.rubric_lm import LmTableError, parse_table
     with pytest.raises(LmTableError, match=re.escape(message)):
         parse_table(tomllib.loads(text)["lm"], "rubric.toml")
 

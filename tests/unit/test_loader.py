@@ -1,4 +1,4 @@
-"""harness.loader: a submission's definitions run, its experiments do not, and every skipped
+"""harness.child.loader: a submission's definitions run, its experiments do not, and every skipped
 statement and every load failure is reported at the student's own line (or notebook cell)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import torch
 
-from harness.loader import Source, SubmissionError, filter_module, load, read_source
+from harness.child.loader import Source, SubmissionError, filter_module, load, read_source
 
 _names = itertools.count()
 

@@ -1,11 +1,11 @@
-"""Where piled-up gradients (and a too-low learning rate) are fixed (harness/probes/locate.zeroing_line): a zero_grad that runs outside the
+"""Where piled-up gradients (and a too-low learning rate) are fixed (harness/child/probes/locate.zeroing_line): a zero_grad that runs outside the
 loop that steps, or that loop's backward() when nothing zeroes at all; the step's own line is never guessed
 past when zero_grad sits inside the loop already (something else accumulates: no better line)."""
 from __future__ import annotations
 
 import ast
 
-from harness.probes import locate
+from harness.child.probes import locate
 
 
 def _fn(text: str) -> ast.FunctionDef:
@@ -44,7 +44,7 @@ def test_zero_grad_inside_the_loop_gives_no_line_and_outside_any_loop_none():
 
 def test_a_low_peak_with_a_fine_base_lr_is_the_schedulers_doing():
     from harness.checks import bound
-    from harness.probes.training import _low_lr_line
+    from harness.child.probes.training import _low_lr_line
     min_peak = bound("lr-schedule")
     low = 1e-9
     assert not min_peak.ok(low)

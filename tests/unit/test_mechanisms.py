@@ -12,8 +12,8 @@ import torch
 
 from harness import engine
 from harness.checks import BY_ID as DECLARED_CHECKS, known_ids
-from harness.probes import PROBES, mechanism, trace
-from harness.probes.trace import Op
+from harness.child.probes import PROBES, mechanism, trace
+from harness.child.probes.trace import Op
 
 
 def _check(id, status, measured=None, data=None, location=None):
@@ -202,7 +202,7 @@ def test_the_decode_stop_line_is_the_eos_test_not_a_length_loop():
     """decode-stops-early is located at the stop that looks at EOS, even after a while over the length."""
     from types import SimpleNamespace
 
-    from harness.probes.decode_batch import _stop_line
+    from harness.child.probes.decode_batch import _stop_line
     text = ("def greedy_decode(model, src, max_len=12):\n"
             "    ys = start(src)\n"
             "    while ys.size(1) < max_len:\n"

@@ -1,4 +1,4 @@
-"""The CUDA memory limit (harness/memwatch.py): resident size, not address space, and a run over it ends as
+"""The CUDA memory limit (harness/isolation/memwatch.py): resident size, not address space, and a run over it ends as
 `memory-limit`. No GPU here: the CUDA choice is tested as a choice, the watchdog on real processes."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-from harness import memwatch
+from harness.isolation import memwatch
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference_model" / "reversal.py"
 HOLD = "import sys, time\nb = bytearray(b'\\x01') * ({mb} << 20)\nprint('ready', flush=True)\ntime.sleep(60)\n"

@@ -25,8 +25,8 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
 import mutants
-from harness import cli_mutants
-from harness.cli_mutants import mutants_group
+from harness.cli import mutants as cli_mutants
+from harness.cli.mutants import mutants_group
 from mutants import MUTANTS, Edit, EditError, Mutant, by_cause, diff, get, reference_source, source
 
 REQUIRED_CAUSES = {

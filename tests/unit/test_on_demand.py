@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import on_demand
-from harness.loader import load, read_source
+from harness.child import on_demand
+from harness.child.loader import load, read_source
 
 
 class Skip(Exception):

@@ -7,9 +7,9 @@ from pathlib import Path
 import torch
 
 import mutants
-from harness.loader import load, read_source
-from harness.probes import overfit
-from harness.probes.base import Context, manual_seed
+from harness.child.loader import load, read_source
+from harness.child.probes import overfit
+from harness.child.probes.base import Context, manual_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.probes import mechanism
-from harness.probes.padding import _pad_mechanism
+from harness.child.probes import mechanism
+from harness.child.probes.padding import _pad_mechanism
 
 
 def test_pad_share_is_measured_per_head():

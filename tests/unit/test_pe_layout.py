@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import engine
-from harness.loader import load, read_source
-from harness.probes import positional
-from harness.probes.base import Context
+from harness.child.loader import load, read_source
+from harness.child.probes import positional
+from harness.child.probes.base import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = (ROOT / "reference_model" / "reversal.py").read_text()

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 def test_probe_ids_are_unique_within_an_assignment():
     """The two processes' checks are merged by probe id."""
-    from harness.probes import PROBES
+    from harness.child.probes import PROBES
     for a in ("reversal", "block", "lm"):
         ids = [p.id for p in PROBES if a in p.assignments]
         assert len(ids) == len(set(ids)), a
 
 
 def _split(assignment: str, costs: dict, only: str = ""):
-    from harness import child_side
-    from harness.probes import select
+    from harness.child import side as child_side
+    from harness.child.probes import select
     todo = select(assignment, True, only)
     beside, shared = child_side.plan(todo, True, costs)
     here = [p for p in todo if p not in beside and p.cost != "static"]
@@ -35,7 +35,7 @@ def test_a_recheck_shares_its_probes_longest_first_and_ends_together_even_when_t
     static or order-bound probe among them. Drawn from a queue, the two processes end within one probe of
     each other with the costs the repaired model really has (here overfit twice as long, as when the bug let
     the model memorise sooner), where the old split fixed from the timings leaves one idle for 0.3 s."""
-    from harness.probes import EITHER
+    from harness.child.probes import EITHER
     todo, _, _ = _split("reversal", {})
     costs = {p.id: 0.02 + 0.01 * (i % 5) for i, p in enumerate(todo)}
     costs |= {"decode-consistency": 0.14, "decode-batch-rows": 0.15, "train-trace": 0.37, "overfit": 0.16}
@@ -50,7 +50,7 @@ def test_a_recheck_shares_its_probes_longest_first_and_ends_together_even_when_t
         fixed[sum(costs[x.id] for x in fixed[1]) < sum(costs[x.id] for x in fixed[0])].append(p)
     gap = abs(sum(really[p.id] for p in fixed[0]) - sum(really[p.id] for p in fixed[1]))
     assert abs(a - b) < gap - 0.1, (a, b, gap)
-    from harness.child_side import plan
+    from harness.child.side import plan
     plain, shared = plan(todo, True)
     assert [p.id for p in plain] == ["train-trace", "overfit"] and not shared   # without timings: as before
 
@@ -67,7 +67,7 @@ def test_a_lone_probe_needs_no_fork_and_unsafe_probes_stay_here():
 
 
 def test_costs_from_the_wire_keep_only_what_parses():
-    from harness.child_side import parse_costs
+    from harness.child.side import parse_costs
     assert parse_costs("a:0.5,b:x,:1,c:-1,d:1e9,e:2") == {"a": 0.5, "e": 2.0}
     assert parse_costs("") == {}
 
@@ -80,7 +80,7 @@ def test_a_gate_stops_a_recheck_by_the_rule_a_repair_is_verified_by():
     """child_side.gate_fails says a probe's checks fail the gate exactly when checks.passes would reject them,
     and only for gate checks of that probe."""
     from harness.checks import passes
-    from harness.child_side import gate_fails, parse_gate
+    from harness.child.side import gate_fails, parse_gate
     gate = parse_gate("causal-leak,,train-shift")
     assert gate == {"causal-leak", "train-shift"}
     assert gate_fails([_c("causal-leak", "fail")], gate, "causal-leak")
@@ -104,8 +104,8 @@ def test_a_gate_stops_a_recheck_by_the_rule_a_repair_is_verified_by():
 def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
     """The first process reads the fork's gate only between its own probes: a failing gate probe there would
     wait for the first process's longest probe, so with timings the gate's probes stay here."""
-    from harness import child_side
-    from harness.probes import select
+    from harness.child import side as child_side
+    from harness.child.probes import select
     todo = select("reversal", True)
     costs = {p.id: 0.05 for p in todo} | {"overfit": 1.2, "causal-leak": 0.9, "train-trace": 0.5}
     assert "causal-leak" in [p.id for p in child_side.plan(todo, True, costs)[0]]      # shared
@@ -124,8 +124,8 @@ def test_a_gated_recheck_keeps_the_gates_probes_in_the_first_process():
 def test_a_forks_stop_line_counts_only_in_a_recheck_with_a_gate():
     """child_side._take: `G<id>` from the fork stops the first process only when the run has a gate (a plain
     check never stops early, whatever student code in the fork writes on the pipe); the report stays whole."""
-    from harness import child_side
-    from harness.probes import select
+    from harness.child import side as child_side
+    from harness.child.probes import select
     probes = [p for p in select("reversal", True) if p.id in ("train-trace", "overfit")]
     sent = []
     for gate, expect in ((frozenset(), ""), (frozenset({"train-shift"}), "train-trace")):

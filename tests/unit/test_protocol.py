@@ -65,7 +65,7 @@ def test_a_malformed_request_is_refused_whole():
 
 
 def test_the_cache_key_is_the_graders():
-    from harness.grade_discovery import Options, cache_key
+    from harness.grading.discovery import Options, cache_key
     for opts in (Options(), Options(assignment="lm", seed=3, quick=True, output_mb=2.0, device="cuda")):
         spec = CheckSpec("x.py", assignment=opts.assignment, seed=opts.seed, device=opts.device, quick=opts.quick,
                          limits=Limits(output_mb=opts.output_mb, timeout_s=1.0))
@@ -145,8 +145,8 @@ def test_each_wire_constant_is_assigned_only_in_the_protocol():
 def test_the_result_channels_message_kinds_are_the_protocols():
     """Every "event" the child sends is a declared kind (and the parent's channel reads those names)."""
     sent = set()
-    for name in ("child.py", "child_side.py"):
-        for node in ast.walk(ast.parse((ROOT / "harness" / name).read_text())):
+    for name in ("main.py", "side.py"):
+        for node in ast.walk(ast.parse((ROOT / "harness" / "child" / name).read_text())):
             if isinstance(node, ast.Dict):
                 for k, v in zip(node.keys, node.values):
                     if isinstance(k, ast.Constant) and k.value == "event":
@@ -173,7 +173,7 @@ def test_the_warm_workers_control_messages_are_the_protocols():
     declared = {protocol.CTL_READY, protocol.CTL_STARTED, protocol.CTL_EXIT, protocol.CTL_POISONED,
                 protocol.CTL_ERROR}
     assert protocol.FORK_FDS == (0, 1, 2, protocol.RESULT_FD)
-    for name in ("zygote.py", "warm.py"):
+    for name in ("child/zygote.py", "isolation/warm.py"):
         src = (ROOT / "harness" / name).read_text()
         assert not [k for k in declared if f'"{k}":' in src or f'get("{k}")' in src or f'["{k}"]' in src], name
         assert "CTL_EXIT" in src and "CTL_STARTED" in src, name

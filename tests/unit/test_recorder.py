@@ -1,10 +1,10 @@
-"""The one recorder of torch calls (harness/recorder.py): whose lines count, which calls, what is kept."""
+"""The one recorder of torch calls (harness/child/recorder.py): whose lines count, which calls, what is kept."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from harness.recorder import READS, Recorder, walk
+from harness.child.recorder import READS, Recorder, walk
 
 HERE = __file__
 
@@ -124,7 +124,7 @@ def test_walk_counts_only_the_files_given_and_shows_their_names():
 def test_the_probes_caller_line_is_the_innermost_line_of_the_students_file():
     from types import SimpleNamespace
 
-    from harness.probes.base import caller_line
+    from harness.child.probes.base import caller_line
     ctx = SimpleNamespace(source=SimpleNamespace(code_path=HERE))
 
     def student():

@@ -333,7 +333,7 @@ def test_positional_encoding_matches_the_formula(seq_len, d_model):
 def test_the_overfit_probe_steps_fused_adam_and_falls_back_for_complex_parameters():
     """overfit's optimizer: fused for real parameters (it still memorises the batch), foreach for complex ones,
     which the fused kernel refuses only at its first step (a student's error there would be blamed on them)."""
-    from harness.probes.common import adam
+    from harness.child.probes.common import adam
     made = []
     losses = _memorise(lambda params: made.append(adam(params, lr=1e-3)) or made[0])
     assert made[0].defaults["fused"] is True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import rubric as rubric_mod
-from harness.gradescope import gradescope_results
+from harness.grading import rubric as rubric_mod
+from harness.grading.gradescope import gradescope_results
 from harness.report import terminal
 
 DIFF = "--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n-    causal = torch.triu(x)\n+    causal = torch.tril(x)\n"

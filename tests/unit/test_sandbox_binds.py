@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from harness import sandbox
+from harness.isolation import sandbox
 
 
 def _under(p, q):

@@ -3,7 +3,7 @@ it reads that is not beside the submission) is an `info` finding with its line; 
 from __future__ import annotations
 
 from harness import engine
-from harness.loader import filter_module, read_source
+from harness.child.loader import filter_module, read_source
 
 TEXT = '''import numpy as np
 import torch

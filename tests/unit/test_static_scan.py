@@ -7,7 +7,7 @@ from test_hostile import REFERENCE, ROOT  # noqa: F401, F811 (fixtures, helpers)
 
 def test_static_scan_flags_grader_access_and_not_lesson_code():
     from harness.scan import scan_source
-    hits = scan_source("import torch\nimport torch.nn.functional as F\nimport harness.child\n"
+    hits = scan_source("import torch\nimport torch.nn.functional as F\nimport harness.child.main\n"
                        "F.softmax = lambda x, dim: x\nsetattr(torch.Tensor, 'abs', None)\n"
                        "x = open('/proc/self/fd')\nimport ctypes\n")
     whats = " | ".join(h["what"] for h in hits)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness import engine
-from harness.loader import load, read_source
-from harness.probes import structure
-from harness.probes.base import Context
+from harness.child.loader import load, read_source
+from harness.child.probes import structure
+from harness.child.probes.base import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = (ROOT / "reference_model" / "reversal.py").read_text()

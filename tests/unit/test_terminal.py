@@ -197,7 +197,7 @@ def test_progress_tty_with_no_color(monkeypatch):
 # -- through the CLI --------------------------------------------------------------------------------
 
 def test_cli_check_output_is_plain_when_piped(tmp_path, monkeypatch):
-    from harness import cli
+    from harness.cli import main as cli
     sub = tmp_path / "student.py"
     sub.write_text("x = 1\n")
     r = result(n=1, location={"file": str(sub), "line": 1}, submission=str(sub))

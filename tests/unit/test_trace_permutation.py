@@ -1,10 +1,10 @@
-"""Permutation equivariance as a first-divergence property (harness/probes/trace.tokens_permuted): a correct
+"""Permutation equivariance as a first-divergence property (harness/child/probes/trace.tokens_permuted): a correct
 head split keeps the token axis (scores keep two), a view that cuts heads across tokens breaks it first."""
 from __future__ import annotations
 
 import torch
 
-from harness.probes import trace
+from harness.child.probes import trace
 
 
 def _ops(x):

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import checks, rubric
+from harness import checks
+from harness.grading import rubric
 from harness.checks import BY_ID, Bound, spread
-from harness.grade_discovery import Submission
-from harness.grade_results import display_path
+from harness.grading.discovery import Submission
+from harness.grading.results import display_path
 from harness.report import html
 from harness.report.text import as_dict
 

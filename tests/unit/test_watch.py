@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from harness.watch import fingerprint, loop, next_change
+from harness.cli.watch import fingerprint, loop, next_change
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON_PY = ROOT / "submissions" / "reversal_lesson.py"

@@ -1,9 +1,9 @@
-"""The warm worker's /tmp baseline (harness/zygote.py): what the sandbox placed in a scrubbed folder before any
+"""The warm worker's /tmp baseline (harness/child/zygote.py): what the sandbox placed in a scrubbed folder before any
 run is kept, but only that: a file a run writes *inside* one of those folders is a leftover too, and a
 writable mount among them is reported (files there would outlive the run)."""
 from __future__ import annotations
 
-from harness import zygote
+from harness.child import zygote
 
 
 def test_baseline_keeps_only_what_was_there(tmp_path, monkeypatch):
@@ -30,7 +30,7 @@ def test_cleanup_removes_leftovers_inside_baseline_folders(tmp_path, monkeypatch
     (top / "kept" / "a.py").write_text("")
     monkeypatch.setattr(zygote, "SCRUB", (str(top),))
     monkeypatch.setattr(zygote, "_BASELINE", {str(top): zygote._inventory(str(top))})
-    monkeypatch.setattr("harness.sandbox.kill_descendants", lambda: None)
+    monkeypatch.setattr("harness.isolation.sandbox.kill_descendants", lambda: None)
     monkeypatch.setattr(zygote, "_remove_sysv_ipc", lambda: None)
     (top / "kept" / "b.py").write_text("")
     assert zygote._clean_up(private=True) == []

@@ -1,0 +1,81 @@
+"""The run folder's disk use, watched from the parent while the run goes on.
+
+RLIMIT_FSIZE caps each file a run writes (Limits.file_mb); nothing in the kernel caps their sum without
+privileges (a quota, a size-capped mount of the host folder). The parent samples the folder's real usage
+(allocated blocks, so a sparse file costs what it holds) every PERIOD_S and ends the run once it passes
+limits.RUN_FOLDER_MB: many files just under the per-file cap cannot fill the grading machine's disk. A run
+that makes more entries than the walk reads is over as well (inodes are disk too)."""
+from __future__ import annotations
+
+import os
+import time
+
+from ..limits import RUN_FOLDER_MB
+
+PERIOD_S = 0.5          # how often the folder is walked; a run writes at most ~this long past the limit
+MAX_ENTRIES = 100_000   # entries one sample reads; more than this is over the limit by itself
+
+
+def usage(folder: str, max_entries: int = MAX_ENTRIES) -> tuple[int, int]:
+    """(bytes allocated, entries) under `folder`, without following links; stops counting at max_entries."""
+    total, entries, todo = 0, 0, [folder]
+    while todo and entries < max_entries:
+        d = todo.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                entries += 1
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(e.path)
+                if entries >= max_entries:
+                    break
+    return total, entries
+
+
+class DiskWatch:
+    """`over()`: the folder's MB once past the limit (else None), sampled at most every PERIOD_S."""
+    kind = "disk"
+
+    def __init__(self, folder, limit_mb: float = RUN_FOLDER_MB, period_s: float = PERIOD_S,
+                 max_entries: int = MAX_ENTRIES):
+        self.folder, self.limit_mb, self.period_s, self.max_entries = str(folder), limit_mb, period_s, max_entries
+        self.peak_mb, self.entries, self._next = 0.0, 0, 0.0
+
+    def over(self) -> float | None:
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.period_s
+        used, self.entries = usage(self.folder, self.max_entries)
+        mb = used / 2 ** 20
+        self.peak_mb = max(self.peak_mb, mb)
+        return mb if mb > self.limit_mb or self.entries >= self.max_entries else None
+
+    def reason(self) -> str:
+        if self.entries >= self.max_entries:
+            return f"made more than {self.max_entries:,} files and folders in its run folder"
+        return f"wrote {self.peak_mb:.0f} MB into its run folder, over the limit of {self.limit_mb:.0f} MB"
+
+
+class Watches:
+    """Several watchdogs as one: `over()` is the first that fires; `kind` then says which."""
+
+    def __init__(self, *watches):
+        self.watches = [w for w in watches if w is not None]
+        self.kind, self.fired = None, None
+
+    def over(self) -> float | None:
+        for w in self.watches:
+            v = w.over()
+            if v is not None:
+                self.kind, self.fired = w.kind, w
+                return v
+        return None

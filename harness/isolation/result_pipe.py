@@ -1,0 +1,116 @@
+"""The parent's reading of the child's pipes: stdout and stderr drained in threads up to a bound, and the
+private result channel, whose lines count only with the run's key and in sequence (see runner.py)."""
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import re
+import threading
+import time
+
+from ..protocol import MSG_INTEGRITY, MSG_PHASE, MSG_RESULT
+
+_PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+class Drain(threading.Thread):
+    """Read a pipe to the end, keeping at most `limit` bytes; optionally hand complete lines to `on_line`."""
+
+    def __init__(self, fd, limit, on_line=None, on_end=None):
+        super().__init__(daemon=True)
+        self.fd, self.limit, self.on_line, self.on_end = fd, limit, on_line, on_end
+        self.buf, self.size, self.dropped = bytearray(), 0, 0
+        self.size_seen = 0           # every byte read, kept or not
+
+    def run(self):
+        pending, overflow = b"", False
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.size_seen += len(chunk)
+            if self.on_line is None:
+                room = self.limit - len(self.buf)
+                if room > 0:
+                    self.buf += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+                continue
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                self.on_line(line)
+            if len(pending) > self.limit:
+                pending, overflow = b"", True
+        os.close(self.fd)
+        if self.on_end:
+            self.on_end(pending, overflow)
+
+    def text(self):
+        t = self.buf.decode("utf-8", "replace")
+        return t + (f"\n[... {self.dropped:,} more bytes not kept]" if self.dropped else "")
+
+
+class ResultChannel:
+    """The parent's reading of the private result pipe.
+
+    Authentic lines are JSON objects with the run's key and consecutive sequence numbers: phases, then one
+    result. Everything else is counted (`rejected`) or breaks the channel (`broken`): both are tampering."""
+
+    def __init__(self, nonce: str, t0: float, on_event=None):
+        self.nonce, self.t0, self.on_event = nonce, t0, on_event
+        self.seq, self.result, self.done = 0, None, False
+        self.phase, self.phases = None, []
+        self.rejected, self.broken = 0, None
+        self.live: list[str] = []    # integrity events the child sent as they happened (audit.py: introspection)
+
+    def on_line(self, line: bytes):
+        if not line.strip():
+            self.rejected += 1
+            return
+        try:
+            msg = json.loads(line)
+            key = msg.get("nonce") if isinstance(msg, dict) else None
+            authentic = isinstance(key, str) and hmac.compare_digest(key.encode("utf-8", "replace"),
+                                                                     self.nonce.encode())
+        except (ValueError, RecursionError, TypeError):
+            authentic = False
+        if not authentic:
+            self.rejected += 1
+            return
+        if self.done or msg.get("seq") != self.seq:
+            self.broken = self.broken or "messages with the run's key arrived out of order or after the result"
+            return
+        self.seq += 1
+        ev, name = msg.get("event"), msg.get("name")
+        if ev == MSG_PHASE and isinstance(name, str) and _PHASE.fullmatch(name):
+            self.phase = name
+            self.phases.append((name, round(time.monotonic() - self.t0, 2)))
+            if self.on_event:
+                try:
+                    self.on_event(name)
+                except Exception:
+                    pass
+        elif ev == MSG_RESULT:
+            self.result, self.done = msg.get("result"), True
+        elif ev == MSG_INTEGRITY and isinstance(msg.get("what"), str):
+            if len(self.live) < 20:
+                self.live.append(msg["what"][:300])
+        else:
+            self.broken = self.broken or "an unknown message with the run's key"
+
+    def on_end(self, pending: bytes, overflow: bool):
+        if pending.strip() or overflow:
+            self.rejected += 1      # an unterminated or oversized write: never the grader's
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.rejected:
+            out.append(f"{self.rejected} line(s) written to the grader's private result channel did not come from "
+                       "the grader (forged or garbage output)")
+        if self.broken:
+            out.append(self.broken)
+        return out
