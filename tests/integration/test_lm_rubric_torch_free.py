@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_scoring_lm_does_not_import_torch():
-    code = ("import json, sys\nfrom harness import rubric, gradescope\n"
+    code = ("import json, sys\nfrom harness.grading import rubric, gradescope\n"
             f"r = json.loads({json.dumps(json.dumps(lm_result(failing=('rope',))))})\n"
             "g = rubric.score(r, rubric.load())\ngradescope.gradescope_results(r, g)\n"
             "assert 'torch' not in sys.modules, 'torch imported to score lm'\n")

@@ -82,7 +82,7 @@ def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
     assert torch_at.startswith(str(site)), torch_at
     # inside the sandbox the venv is the interpreter's world: torch from its lib/, mtxdiag's installed
     # packages hidden (the child reads the .py snapshot under /opt/mtxdiag)
-    probe = ("import os, sys, tempfile\nfrom pathlib import Path\nfrom harness import sandbox, scratch\n"
+    probe = ("import os, sys, tempfile\nfrom pathlib import Path\nfrom harness.isolation import sandbox, scratch\n"
              "work = Path(tempfile.mkdtemp())\n"
              "code = 'import os, torch, harness; print(torch.__file__); print(harness.__file__); "
              "print(sorted(os.listdir(os.path.join(os.path.dirname(torch.__file__), \"..\", \"harness\"))))'\n"
