@@ -129,13 +129,30 @@ def _entry(src: Path, child: Path) -> Submission | None:
 
 
 def discover(src: Path) -> tuple[list[Submission], list[str]]:
-    """(submissions, names ignored) of a submissions folder; ids are file stems or folder names."""
-    subs, ignored = [], []
+    """(submissions, names ignored) of a submissions folder; ids are file stems or folder names, or for a
+    Gradescope or Canvas bulk download the students' ids from its metadata (exports.py)."""
+    from .exports import METADATA, canvas_groups, gradescope_ids
+    try:
+        ids = gradescope_ids(src)
+    except ValueError as e:
+        raise GradeError(f"{src} looks like a Gradescope export, but {e}") from e
+    canvas = canvas_groups(src, SUFFIXES) if ids is None else None
+    subs: list[Submission] = []
+    ignored: list[str] = []
+    if canvas is not None:
+        for student, files in sorted(canvas.items()):
+            subs.append(Submission(student, files[0]) if len(files) == 1 else Submission(
+                student, None, f"{len(files)} .py/.ipynb files ({_listing(files, src)}); a submission is exactly one"))
+        return subs, ignored
     for child in sorted(src.iterdir(), key=lambda p: p.name):
-        if _is_hidden(child.name) or child.name in SKIP_DIRS:
+        if _is_hidden(child.name) or child.name in SKIP_DIRS or (ids is not None and child.name == METADATA):
             continue
+        sub: Submission | None
         try:
-            sub = _entry(src, child)
+            if ids is not None and child.name in ids and child.is_dir() and not child.is_symlink():
+                sub = _in_folder(child, ids[child.name], f"the folder {child.name}/")
+            else:
+                sub = _entry(src, child)
         except Exception as e:     # one student's folder never stops the batch: it is that student's row
             sub = Submission(child.stem if child.suffix in SUFFIXES else child.name, None,
                              f"could not search {child.name}: {type(e).__name__}: {e}"[:500],
