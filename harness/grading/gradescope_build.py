@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shlex
 import zipfile
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from .. import allowed
 from ..identity import PACKAGES
 from ..limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
 from ..assignments import NAMES, assignment_of
+from . import toml_write
+from .toml_write import tomllib
 
 TORCH_FALLBACK = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -41,37 +45,63 @@ def torch_pin() -> str:
 
 
 def setup_sh(assignment: str, pin: str) -> str:
-    extras = " ".join(f"'{p}'" for p in allowed.allowed(assignment))
+    """Gradescope's setup.sh. Its paths are parameters with Gradescope's as defaults: AUTOGRADER_ROOT
+    (/autograder), MTXDIAG_VENV (/opt/mtxdiag-venv), MTXDIAG_PYTHON (python3). MTXDIAG_SETUP_LOCAL=1 is the local
+    stand-in's (`mtxdiag gradescope run`): no apt-get, a venv that sees the interpreter's packages (torch is not
+    downloaded again), the project built with the setuptools already there."""
+    q = shlex.quote
+    extras = " ".join(q(p) for p in allowed.allowed(assignment))
     return f"""#!/usr/bin/env bash
 # Gradescope runs this once while building the image (Ubuntu base). Written by `mtxdiag gradescope build`.
 set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
-python3 -m venv /opt/mtxdiag-venv
-/opt/mtxdiag-venv/bin/pip install --upgrade pip
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+VENV="${{MTXDIAG_VENV:-/opt/mtxdiag-venv}}"
+PYTHON="${{MTXDIAG_PYTHON:-python3}}"
+PIP=("$VENV/bin/pip")
+BUILD=()
+if [ "${{MTXDIAG_SETUP_LOCAL:-0}}" = 1 ]; then
+  # a local stand-in of the container (`mtxdiag gradescope run`): no root, no apt-get; the venv sees this
+  # interpreter's packages and has none of its own to shadow them (no pip or setuptools: this pip installs)
+  "$PYTHON" -m venv --system-site-packages --without-pip "$VENV"
+  # an interpreter that is itself a venv's has its packages outside the "system" ones: the venv lists them too
+  SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+  "$PYTHON" -c 'import site; print("\\n".join(site.getsitepackages()))' > "$SITE/mtxdiag-local.pth"
+  PIP=("$PYTHON" -m pip --python "$VENV/bin/python")
+  BUILD=(--no-build-isolation)
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+else
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
+  "$PYTHON" -m venv "$VENV"
+  "${{PIP[@]}}" install --upgrade pip
+fi
 # torch's CPU build from PyTorch's CPU index: the default Linux wheel pulls several GB of CUDA libraries
-/opt/mtxdiag-venv/bin/pip install 'torch=={pin}' --index-url {CPU_INDEX}
-/opt/mtxdiag-venv/bin/pip install /autograder/source/mtxdiag
+"${{PIP[@]}}" install {q('torch==' + pin)} --index-url {q(CPU_INDEX)}
+"${{PIP[@]}}" install ${{BUILD[@]+"${{BUILD[@]}}"}} "$ROOT/source/mtxdiag"
 # what the {assignment} assignment allows students to import (harness/allowed.py)
-/opt/mtxdiag-venv/bin/pip install {extras}
+"${{PIP[@]}}" install {extras}
 """
 
 
 def run_autograder(assignment: str, timeout: float, memory: int, quick: bool) -> str:
+    """Gradescope's run_autograder: AUTOGRADER_ROOT, MTXDIAG_VENV and MTXDIAG_CMD as in setup_sh."""
+    q = shlex.quote
+    args = f"--assignment {q(assignment)} --timeout {q(format(timeout, 'g'))} --memory {q(str(int(memory)))}"
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. Written by `mtxdiag gradescope build`.
 # Assignment {assignment}: the submission is {assignment_of(assignment).handed_in}.
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-MTXDIAG_CMD="${{MTXDIAG_CMD:-/opt/mtxdiag-venv/bin/mtxdiag}}"
+VENV="${{MTXDIAG_VENV:-/opt/mtxdiag-venv}}"
+MTXDIAG_CMD="${{MTXDIAG_CMD:-$VENV/bin/mtxdiag}}"
 mkdir -p "$ROOT/results"
 # MTXDIAG_CMD is split into words on purpose (a local stand-in may run `python -m harness`)
 exec $MTXDIAG_CMD gradescope \\
   --submission-dir "$ROOT/submission" \\
   --results "$ROOT/results/results.json" \\
   --rubric "$ROOT/source/rubric.toml" \\
-  --assignment {assignment} --timeout {timeout:g} --memory {memory}{' --quick' if quick else ''} \\
+  {args}{' --quick' if quick else ''} \\
   --visibility visible --stdout-visibility hidden
 """
 
@@ -83,34 +113,90 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
     z.writestr(info, data)
 
 
-def _pyproject(root: Path) -> bytes:
-    """The checkout's pyproject; from an installed wheel (no checkout), a minimal one with the same needs."""
+# what setuptools needs that an installed distribution's metadata does not say (the project's pyproject:
+# tests/unit/test_gradescope_pyproject.py holds these to it)
+PACKAGES_FIND = {"include": ["harness", "harness.*", "reference_model", "reference_model.*", "mutants", "mutants.*"]}
+PACKAGE_DATA = {"harness": ["report/templates/*.html", "grading/rubric_default.toml"],
+                "reference_model": ["*.json", "*.pt"]}
+_EXTRA = re.compile(r"""\s*(?:\band\s+)?\bextra\s*==\s*["']([^"']+)["']""")
+
+
+def split_requires(requires: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Requires-Dist lines (`tomli>=2.0; python_version < "3.11"`, `pytest>=7; extra == "test"`) as the
+    pyproject's dependencies and optional-dependencies."""
+    deps: list[str] = []
+    extras: dict[str, list[str]] = {}
+    for line in requires:
+        req, _, marker = line.partition(";")
+        m = _EXTRA.search(marker)
+        if m is None:
+            deps.append(line.strip())
+            continue
+        rest = (marker[:m.start()] + marker[m.end():]).strip()
+        rest = re.sub(r"^and\s+|\s+and$", "", rest).strip()
+        extras.setdefault(m.group(1), []).append(req.strip() + (f"; {rest}" if rest else ""))
+    return deps, extras
+
+
+def pyproject_doc(version: str, requires_python: str | None, requires: list[str],
+                  entry_points: list[tuple[str, str, str]]) -> dict:
+    """The pyproject of an installed distribution, from its metadata: entry_points is (group, name, value)."""
+    deps, extras = split_requires(requires)
+    project: dict = {"name": "mtxdiag", "version": version}
+    if requires_python:
+        project["requires-python"] = requires_python
+    project["dependencies"] = deps
+    if extras:
+        project["optional-dependencies"] = extras
+    groups: dict[str, dict[str, str]] = {}
+    for group, name, val in entry_points:
+        groups.setdefault(group, {})[name] = val
+    if "console_scripts" in groups:
+        project["scripts"] = groups.pop("console_scripts")
+    if groups:
+        project["entry-points"] = groups
+    return {"build-system": {"requires": ["setuptools>=61"], "build-backend": "setuptools.build_meta"},
+            "project": project,
+            "tool": {"setuptools": {"packages": {"find": PACKAGES_FIND}, "package-data": PACKAGE_DATA}}}
+
+
+def _checkout_pyproject(root: Path) -> bytes | None:
+    """The checkout's own pyproject.toml, when root is mtxdiag's checkout (not, say, a site-packages folder)."""
     p = root / "pyproject.toml"
-    if p.is_file():
-        return p.read_bytes()
-    from importlib.metadata import requires, version
-    deps = [r for r in (requires("mtxdiag") or []) if "extra ==" not in r]
-    return ("[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n"
-            f"[project]\nname = \"mtxdiag\"\nversion = \"{version('mtxdiag')}\"\nrequires-python = \">=3.10\"\n"
-            f"dependencies = {deps!r}\n\n[project.scripts]\nmtxdiag = \"harness.cli.main:main\"\n\n"
-            "[tool.setuptools.packages.find]\ninclude = [\"harness\", \"harness.*\", \"reference_model\", "
-            "\"reference_model.*\", \"mutants\", \"mutants.*\"]\n\n[tool.setuptools.package-data]\n"
-            "harness = [\"report/templates/*.html\", \"rubric_default.toml\"]\nreference_model = [\"*.json\", "
-            "\"*.pt\"]\n").replace("'", '"').encode()
+    if not p.is_file():
+        return None
+    data = p.read_bytes()
+    try:
+        name = tomllib.loads(data.decode("utf-8")).get("project", {}).get("name")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return data if name == "mtxdiag" else None
+
+
+def _pyproject(root: Path) -> bytes:
+    """The checkout's pyproject; from an installed wheel (no checkout), one written from the installed
+    distribution's metadata with the same dependencies and entry points."""
+    own = _checkout_pyproject(root)
+    if own is not None:
+        return own
+    from importlib.metadata import distribution
+    dist = distribution("mtxdiag")
+    doc = pyproject_doc(dist.version, dist.metadata["Requires-Python"], list(dist.requires or []),
+                        [(e.group, e.name, e.value) for e in dist.entry_points])
+    return toml_write.dumps(doc).encode("utf-8")
 
 
 def _lm_rubric(text: str, rub) -> str:
     """The rubric text with an [lm] table: the instructor's own, else the bundled default's (what grading would use
-    anyway), appended so that the rubric.toml in the zip says what each component earns."""
+    anyway), appended (written by toml_write) so that the rubric.toml in the zip says what each component earns."""
     if rub.lm:
         return text
     from . import rubric as rubric_mod
     table = rubric_mod.load().lm
-    lines = ["", "[lm]", "# per-component credit (the bundled default's; edit here)",
-             f"max_score = {table['max_score']:g}", f"interface_credit = {table['interface_credit']:g}",
-             f"inherited_credit = {table['inherited_credit']:g}", "", "[lm.components]"]
-    lines += [f"{comp} = {pts:g}" for comp, pts in table["components"].items()]
-    return text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+    lm = {"max_score": table["max_score"], "interface_credit": table["interface_credit"],
+          "inherited_credit": table["inherited_credit"], "components": dict(table["components"])}
+    return text.rstrip("\n") + "\n\n# per-component credit (the bundled default's; edit here)\n" + \
+        toml_write.dumps({"lm": lm})
 
 
 def _check_out(out: Path, force: bool) -> None:

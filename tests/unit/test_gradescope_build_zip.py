@@ -40,11 +40,12 @@ def test_the_lm_zip_holds_the_project_and_executable_scripts(lm_zip):
 
 def test_setup_installs_lms_packages_and_the_pinned_cpu_torch(lm_zip):
     setup = lm_zip.read("setup.sh").decode()
-    assert f"pip install 'torch=={torch_pin()}' --index-url https://download.pytorch.org/whl/cpu" in setup
-    assert "pip install /autograder/source/mtxdiag" in setup
-    extras = next(line for line in setup.splitlines() if line.startswith("/opt/mtxdiag-venv/bin/pip install '")
-                  and "torch" not in line)
-    assert set(allowed.allowed("lm")) == {w.strip("'") for w in extras.split()[2:]}
+    assert f'install torch=={torch_pin()} --index-url https://download.pytorch.org/whl/cpu' in setup
+    assert '"$ROOT/source/mtxdiag"' in setup and 'ROOT="${AUTOGRADER_ROOT:-/autograder}"' in setup
+    assert 'VENV="${MTXDIAG_VENV:-/opt/mtxdiag-venv}"' in setup
+    extras = next(line for line in setup.splitlines() if line.startswith('"${PIP[@]}" install ')
+                  and "torch" not in line and "mtxdiag" not in line)
+    assert set(allowed.allowed("lm")) == set(extras.split()[2:])
     assert {"einops", "jaxtyping"} <= set(allowed.allowed("lm"))     # what the reversal zip does not install
 
 
