@@ -6,6 +6,8 @@ worth the full score, and every check a 0-point test.
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from pathlib import Path
 
@@ -17,13 +19,35 @@ from .discovery import GradeError, Options, _read, submission_in
 from .results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_safe(obj):
+    """A copy that strict JSON can hold, as Gradescope reads it: an unpaired surrogate (text decoded from the
+    student's bytes) becomes U+FFFD, a NaN or infinite number null (gradescope_schema.py checks the file)."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {json_safe(k) if isinstance(k, str) else k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible",
                        stdout_visibility: str = "hidden", execution_time: float | None = None,
                        hint: str = "line") -> dict:
     """Gradescope's autograder results (results.json): a top-level score and one test per finding and check.
-    `hint` (repair/show.py): "cause" leaves the line out, "patch" adds a verified repair's diff."""
+    `hint` (repair/show.py): "cause" leaves the line out, "patch" adds a verified repair's diff. The grade's
+    maximum is extra_data.max_score (Gradescope takes its own from the assignment's settings)."""
+    return json_safe(_results(result, grade, visibility=visibility, stdout_visibility=stdout_visibility,
+                              execution_time=execution_time, hint=hint))
+
+
+def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: str,
+             execution_time: float | None, hint: str) -> dict:
     from ..repair.show import hint_text, redact_lines
     score = grade["score"] if grade["score"] is not None else 0.0
     max_score = grade["max_score"]
@@ -32,10 +56,10 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
     if assignment_of(result.get("assignment")).per_component and result.get("verdict") != "error" and \
             grade.get("components"):
         from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
-        return {"score": score, "max_score": max_score, "output": f"mtxdiag: {result.get('verdict')}",
+        return {"score": score, "output": f"mtxdiag: {result.get('verdict')}",
                 "tests": gradescope_tests(result, grade, visibility=visibility),
                 "stdout_visibility": stdout_visibility,
-                "extra_data": {"verdict": result.get("verdict"), "fault": fault_of(result),
+                "extra_data": {"verdict": result.get("verdict"), "max_score": max_score, "fault": fault_of(result),
                                "causes": [d.get("id") for d in result.get("diagnoses", [])],
                                "harness_version": __version__},
                 **({"execution_time": round(execution_time, 1)} if execution_time is not None else {})}
@@ -93,7 +117,7 @@ def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible"
             lines.append(f"   fix: {d['fix']}")
     out = {"score": float(score), "output": "\n".join(lines), "visibility": visibility,
            "stdout_visibility": stdout_visibility, "tests": tests,
-           "extra_data": {"verdict": result.get("verdict"), "fault": fault_of(result),
+           "extra_data": {"verdict": result.get("verdict"), "max_score": float(max_score), "fault": fault_of(result),
                           "causes": [d.get("id") for d in result.get("diagnoses", [])],
                           "harness_version": __version__}}
     if execution_time is not None:

@@ -171,16 +171,20 @@ def score(result: dict, table: dict, causes: dict, points) -> dict:
 
 
 def _markdown(row: dict, comp: dict) -> str:
+    """The component's test output (Gradescope's "md"): the grader's own words as markup; what may come from the
+    student's code (the file name, the evidence, which quotes errors and values) escaped or fenced (md.py)."""
+    from .md import code, fence, inline
     lines = [f"**{row['component']}** (`{row['adapter']}`): {row['status']}"]
     if comp.get("cause"):
         conf = comp.get("confidence")
-        lines.append(f"\n**Likely cause:** `{comp['cause']}`" + (f" (confidence {conf:.2f})" if isinstance(
+        lines.append(f"\n**Likely cause:** {code(comp['cause'])}" + (f" (confidence {conf:.2f})" if isinstance(
             conf, (int, float)) else ""))
     loc = comp.get("location") if isinstance(comp.get("location"), dict) else None
     if loc and loc.get("line"):
-        lines.append(f"\n**Where:** {str(loc.get('file', '')).rsplit('/', 1)[-1]} line {loc['line']}")
+        lines.append(f"\n**Where:** {code(str(loc.get('file', '')).rsplit('/', 1)[-1])} line "
+                     f"{inline(loc['line'])}")
     if comp.get("evidence"):
-        lines.append("\n**Evidence:**\n" + "\n".join(f"- {e}" for e in comp["evidence"][:4]))
+        lines.append("\n**Evidence:**\n" + fence("\n".join(f"- {e}" for e in comp["evidence"][:4])))
     lines.append(f"\n*Credit:* {row['why']}.")
     return "\n".join(lines)
 

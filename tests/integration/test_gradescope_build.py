@@ -41,8 +41,8 @@ def test_the_zip_holds_what_gradescope_needs(autograder):
             "mtxdiag/harness/cli/main.py", "mtxdiag/harness/grading/rubric_default.toml",
             "mtxdiag/harness/report/templates/report.html", "mtxdiag/reference_model/reversal.py"} <= names
     setup = z.read("setup.sh").decode()
-    assert "--index-url https://download.pytorch.org/whl/cpu" in setup and "'torch==" in setup
-    assert "pip install /autograder/source/mtxdiag" in setup and "tqdm" in setup
+    assert "--index-url https://download.pytorch.org/whl/cpu" in setup and " torch==" in setup
+    assert '"$ROOT/source/mtxdiag"' in setup and "tqdm" in setup
     for exe in ("setup.sh", "run_autograder"):
         assert (z.getinfo(exe).external_attr >> 16) & stat.S_IXUSR
 
@@ -115,7 +115,7 @@ def _components(res: dict) -> dict:
 def test_lm_zip_gives_the_example_repository_full_marks(lm_autograder, tmp_path):
     proc, res = _run(lm_autograder, tmp_path / "autograder", {}, repo=ROOT / "submissions" / "lm_example")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "stale" not in res and res["score"] == res["max_score"] == 100, res["output"]
+    assert "stale" not in res and res["score"] == res["extra_data"]["max_score"] == 100, res["output"]
     comps = _components(res)
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] > 0 for t in comps.values())
     assert sum(t["max_score"] for t in comps.values()) == 100 and res["extra_data"]["verdict"] == "clean"
@@ -133,5 +133,5 @@ def test_lm_zip_charges_an_exported_mutant_on_its_own_component_only(lm_autograd
     lost = {name: t["max_score"] - t["score"] for name, t in comps.items() if t["score"] < t["max_score"]}
     assert lost == {comp: points}, (lost, res["output"])
     assert res["score"] == 100 - points and comps[comp]["status"] == "failed"
-    assert m.cause in comps[comp]["output"] and "**Where:** model.py line" in comps[comp]["output"]
+    assert m.cause in comps[comp]["output"] and "**Where:** `model.py` line" in comps[comp]["output"]
     assert res["extra_data"]["causes"][0] == m.cause
