@@ -173,3 +173,32 @@ def gradescope_build(assignment, out, force, rubric_path, timeout, memory, quick
     except (ValueError, rubric_mod.RubricError, OSError) as e:
         raise BadInput(str(e)) from None
     click.echo(f"wrote {out} ({len(names)} files: setup.sh, run_autograder, rubric.toml, mtxdiag/)")
+
+
+@gradescope.command("run")
+@click.argument("zip_path", metavar="ZIP", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("submission", metavar="SUBMISSION", type=click.Path(path_type=Path))
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Make the stand-in of /autograder here (a new or empty folder) and leave it: source/, "
+                   "submission/, results/results.json, results/stdout, setup.log.")
+@click.option("--no-setup", is_flag=True,
+              help="Skip setup.sh: run_autograder runs this interpreter with the zip's mtxdiag/ on PYTHONPATH "
+                   "(this environment's packages). Default: setup.sh makes a venv under the stand-in with "
+                   "--system-site-packages (nothing is downloaded that is installed here) and pip-installs the "
+                   "zip's mtxdiag/ into it.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=1200, show_default=True,
+              help="Seconds run_autograder may take (Gradescope's own limit is the assignment's setting).")
+def gradescope_run(zip_path, submission, keep, no_setup, time_limit):
+    """Run an autograder zip on SUBMISSION (a file, or a folder of what the student uploads) as Gradescope
+    would, locally and without root: unpack it into a stand-in of /autograder (source/, submission/,
+    results/), run setup.sh and run_autograder, then check results.json against Gradescope's format.
+
+    Exit status: 0 results.json written and valid; 1 missing or invalid (or setup failed); 2 bad input."""
+    from .gradescope_run import RunError, local_run, summary
+    try:
+        run = local_run(zip_path, submission, keep=keep, setup=not no_setup, run_limit=time_limit)
+    except RunError as e:
+        raise BadInput(str(e)) from None
+    click.echo(summary(run, str(submission)))
+    if not run.ok:
+        sys.exit(1)
