@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.grading.toml_write import tomllib
 from harness.isolation import sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,8 +60,8 @@ def test_wheel_holds_every_package_and_data_file(wheel):
                 assert rel in names, f"{rel} is not in the wheel"
 
 
-def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
-    _need_bwrap()
+def _venv_with(wheel: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(venv, its python, its site-packages): the wheel installed over hard links of this interpreter's packages."""
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
@@ -74,6 +76,12 @@ def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
                         "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    return env_dir, py, site
+
+
+def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
+    _need_bwrap()
+    env_dir, py, site = _venv_with(wheel, tmp_path)
     where = subprocess.check_output([str(py), "-c", "import harness; print(harness.__file__)"], text=True,
                                     cwd=tmp_path).strip()
     assert where.startswith(str(site)), f"harness imported from {where}, not the installed wheel"
@@ -103,3 +111,36 @@ def test_wheel_install_checks_the_lesson_clean_under_bwrap(wheel, tmp_path):
     data = json.loads(out.read_text())
     assert data["verdict"] == "clean", (data.get("verdict"), data.get("error"), r.stdout[-3000:], r.stderr[-3000:])
     assert r.returncode == 0
+
+
+def _norm(req: str) -> str:
+    return re.sub(r"\s+", "", req.replace("'", '"'))
+
+
+def test_a_zip_built_from_the_wheel_install_ships_a_pyproject_that_builds(wheel, tmp_path):
+    """The no-checkout path: `mtxdiag gradescope build` from the installed wheel writes the zip's pyproject from
+    the distribution's metadata; it parses, holds the project's dependencies, and setup.sh's install step (a
+    build of mtxdiag/ with setuptools) succeeds and packs the data files."""
+    env_dir, py, site = _venv_with(wheel, tmp_path)
+    out = tmp_path / "autograder.zip"
+    env = dict(os.environ, MTXDIAG_DAEMON="0", PYTHONPATH="")
+    r = subprocess.run([str(env_dir / "bin" / "mtxdiag"), "gradescope", "build", "--assignment", "reversal",
+                        "--quick", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    z = zipfile.ZipFile(out)
+    text = z.read("mtxdiag/pyproject.toml")
+    assert text != (ROOT / "pyproject.toml").read_bytes()          # written from the metadata, not copied
+    doc = tomllib.loads(text.decode("utf-8"))                        # setup.sh's TOMLDecodeError
+    want = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert sorted(map(_norm, doc["project"]["dependencies"])) == sorted(map(_norm, want["dependencies"]))
+    assert doc["project"]["scripts"] == want["scripts"]
+    src = tmp_path / "source"
+    z.extractall(src)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path / "built"), str(src / "mtxdiag")], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (built,) = (tmp_path / "built").glob("mtxdiag-*.whl")
+    names = set(zipfile.ZipFile(built).namelist())
+    assert {"harness/grading/rubric_default.toml", "harness/cli/main.py", "reference_model/reversal.py"} <= names

@@ -5,14 +5,13 @@ own dependencies, extras, entry points and setuptools tables. The metadata's mar
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from harness.grading import gradescope_build, toml_write
 from harness.grading.gradescope_build import _pyproject, pyproject_doc, split_requires
-from harness.grading.toml_write import TomlWriteError
+from harness.grading.toml_write import TomlWriteError, tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
