@@ -11,11 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 import zipfile
 from pathlib import Path
 
@@ -23,6 +20,7 @@ import pytest
 
 from harness.grading.toml_write import tomllib
 from harness.isolation import sandbox
+from installed import CannotInstall, build_wheel, install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,17 +34,7 @@ def _need_bwrap():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    src = tmp_path_factory.mktemp("src")       # a clean copy: no stale build/ of the checkout ends up in it
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for pkg in ("harness", "reference_model", "mutants"):
-        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    (whl,) = out.glob("mtxdiag-*.whl")
-    return whl
+    return build_wheel(tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("src"))
 
 
 def test_wheel_holds_every_package_and_data_file(wheel):
@@ -63,19 +51,10 @@ def test_wheel_holds_every_package_and_data_file(wheel):
 def _venv_with(wheel: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
     """(venv, its python, its site-packages): the wheel installed over hard links of this interpreter's packages."""
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    py = env_dir / "bin" / "python"
-    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                        text=True).strip())
-    base = Path(sysconfig.get_path("purelib"))
-    shutil.rmtree(site)
-    if subprocess.run(["cp", "-al", str(base), str(site)], capture_output=True).returncode != 0:
-        pytest.skip("cannot hard-link the interpreter's packages into a venv here (another file system)")
-    for f in {*site.glob("*.pth"), *site.glob("__editable__*"), *site.glob("mtxdiag-*")}:
-        shutil.rmtree(f) if f.is_dir() else f.unlink()
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
-                        "-q", str(wheel)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    try:
+        py, site = install(wheel, env_dir)
+    except CannotInstall as e:
+        pytest.skip(str(e))
     return env_dir, py, site
 
 
