@@ -185,6 +185,9 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
     from ..report import terminal
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
+    not_repaired = not_repaired_why(file, device) if repair else None
+    if not_repaired:
+        repair = False          # nothing tried nor written: the reason is said below, after the summary
     if repair and device == "cpu":
         from ..isolation import daemon as check_daemon
         if not (daemon and check_daemon.running()):         # else the daemon makes them
@@ -210,7 +213,9 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
                             color=terminal._color(sys.stderr) if to_stdout else None,
                             width=terminal.width_for(sys.stderr) if to_stdout else None)
     click.echo(text, err=to_stdout)
-    if repair:
+    if not_repaired:
+        click.echo(f"  repair   {not_repaired}", err=to_stdout)
+    elif repair:
         text = terminal.repairs(result)
         click.echo(text or "  repair   no located diagnosis has a repair to try", err=to_stdout)
         if repair == "fix":
@@ -230,6 +235,19 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
         from ..isolation import daemon as check_daemon
         check_daemon.start()      # for the next check, unless one runs: it warms up while the student reads this
     return result
+
+
+def not_repaired_why(file: Path, device: str) -> str | None:
+    """Why --repair/--fix tries nothing for FILE, in a sentence for the student; None when it tries. Repairs
+    edit one .py file's syntax tree and re-check it on the CPU."""
+    if file.is_dir():
+        return "a repository is not repaired: --repair and --fix edit a single .py file only"
+    if file.suffix == ".ipynb":
+        return ("notebooks are not repaired: --repair and --fix edit .py files only (export the notebook with "
+                f"`jupyter nbconvert --to script {file.name}` and check the .py file to try them)")
+    if device != "cpu":
+        return "repairs run on the CPU only: check again without --device cuda to try them"
+    return None
 
 
 def _prepare_html() -> threading.Thread:
