@@ -83,3 +83,16 @@ def read_source(path: str, raw: bytes) -> Source:
         lines.append("")  # a cell boundary never joins two statements
         cell_map[len(lines)] = (n, 0)
     return Source(path, "\n".join(lines) + "\n", cell_map, skipped)
+
+
+def code_cell_numbers(raw: bytes) -> dict[int, int]:
+    """A notebook's cells as a student counts them: {cell's place among all cells, markdown included (the
+    location's "cell", 1-based): its place among the code cells only (1-based)}; {} when it is no notebook."""
+    try:
+        cells = json.loads(raw.decode("utf-8-sig"))["cells"]
+    except Exception:
+        return {}
+    if not isinstance(cells, list):
+        return {}
+    code = [n for n, c in enumerate(cells, start=1) if isinstance(c, dict) and c.get("cell_type") == "code"]
+    return {n: k for k, n in enumerate(code, start=1)}

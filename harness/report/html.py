@@ -30,7 +30,7 @@ from .intro import INTRO
 from . import lm_sections
 from . import sections as S
 from .lm_checklist import html_rows
-from .terminal import source_lines, where
+from .terminal import cell_name, notebook, source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
 from .text import as_dict
 from .text import trunc as _str
@@ -74,7 +74,7 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
     got = source_lines(source_path, loc)
     if got is None:
         shown = source_path or loc.get("file") or "the submission"
-        return {"missing": f"{where(loc) or 'This line'} could not be shown: {shown} could not be read, "
+        return {"missing": f"{where(loc, source_path) or 'This line'} could not be shown: {shown} could not be read, "
                            f"or it changed since the check."}
     lines, n, label = got
     lo, hi = max(1, n - context), min(len(lines), n + context)
@@ -188,14 +188,15 @@ def param_table(result: dict) -> dict:
 STATUS_LABEL = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error", "skip": "– skip", "info": "i info"}
 
 
-def check_rows(result: dict) -> list[dict]:
+def check_rows(result: dict, source_path=None) -> list[dict]:
     rows = []
+    nb = _notebook_path(result, source_path)
     for c in _checks(result)[:500]:
         st, cid = c.get("status"), _str(c.get("id"), 64)
         st = st if isinstance(st, str) and st in STATUS_LABEL else "info"
         rows.append({"id": cid, "status": st, "label": STATUS_LABEL[st],
                      "measured": measured_lines(c.get("measured")), "expected": _str(c.get("expected"), 300),
-                     "detail": _str(c.get("detail"), 600), "where": where(c.get("location")),
+                     "detail": _str(c.get("detail"), 600), "where": where(c.get("location"), nb),
                      "section": CHECK_SECTION.get(cid)})
     return rows
 
@@ -208,17 +209,37 @@ def _long_text(text) -> dict:
             "omitted": len(text) - STDOUT_HEAD - STDOUT_TAIL}
 
 
-def skipped_rows(result: dict) -> list[dict]:
+def skipped_rows(result: dict, source_path=None) -> list[dict]:
+    """The skipped statements; a notebook's are named by cell (cell_name) and their lines in it, which the
+    child's entries give in the flattened text."""
     out = []
+    lines_of = notebook(_notebook_path(result, source_path))[1]
     for s in (result.get("skipped_code") or [])[:300]:
         if not isinstance(s, dict):
             continue
         line, end = s.get("line"), s.get("end_line")
-        span = f"{line}" if not end or end == line else f"{line}-{end}"
-        where_ = f"cell {s['cell']}, line {span}" if s.get("cell") else f"line {span}"
+        if s.get("cell"):
+            first = lines_of.get(line) if isinstance(line, int) else None
+            last = lines_of.get(end if isinstance(end, int) else line) if isinstance(line, int) else None
+            name = cell_name(s, _notebook_path(result, source_path))
+            if first and last and first[0] == last[0] == s["cell"] and first[1] and last[1]:
+                span = f"{first[1]}" if first[1] == last[1] else f"{first[1]}-{last[1]}"
+                where_ = f"{name}, line {span}"
+            else:
+                where_ = name
+        else:
+            where_ = f"line {line}" if not end or end == line else f"line {line}-{end}"
         code = _str(s.get("code"), 3000)
         out.append({"where": where_, "reason": _str(s.get("reason"), 300), "code": code})
     return out
+
+
+def _notebook_path(result: dict, source_path) -> str | None:
+    """The notebook whose cells the locations name: the checked file when it is one, else the result's."""
+    for p in (source_path, result.get("submission")):
+        if isinstance(p, (str, os.PathLike)) and str(p).endswith(".ipynb"):
+            return str(p)
+    return None
 
 
 def diagnoses(result: dict, source_path) -> list[dict]:
@@ -245,7 +266,7 @@ def diagnoses(result: dict, source_path) -> list[dict]:
                     "conf_value": max(0.0, min(1.0, float(conf))) if isinstance(conf, (int, float))
                     and math.isfinite(conf) else 0.0,
                     "evidence": ev, "also": also, "fix": _str(d.get("fix"), 2000), "why": _str(d.get("why"), 3000),
-                    "where": where(loc), "excerpt": excerpt(source_path, loc), "see": see,
+                    "where": where(loc, _notebook_path(result, source_path)), "excerpt": excerpt(source_path, loc), "see": see,
                     "repair": repair_view(d.get("repair"))})
     return out
 
@@ -284,8 +305,8 @@ def context(result: object, source_path=None, timings: dict | None = None) -> di
         "verdict": verdict, "headline": headline, "diagnoses": diags, "error": err,
         "counts": [(s, counts[s], STATUS_LABEL[s]) for s in ("fail", "error", "skip", "info", "pass") if s in counts],
         "n_checks": len(checks), "sections": sections, "params": params, "not_measured": not_measured,
-        "checks": check_rows(result), "stdout": _long_text(result.get("stdout")),
-        "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result),
+        "checks": check_rows(result, source_path), "stdout": _long_text(result.get("stdout")),
+        "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result, source_path),
         "section_titles": SECTION_TITLES, "components": html_rows(result, _str),
     }
 

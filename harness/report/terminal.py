@@ -7,6 +7,7 @@ terminal; piped, it prints one plain line per phase, which reads well in CI logs
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import threading
 import time
 
 from ..assignments import assignment_of
+from ..source import SubmissionError, code_cell_numbers, read_source
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
 from .text import as_dict
 
@@ -153,19 +155,53 @@ class Progress:
 
 # -- where, and the student's own line -------------------------------------------------------------
 
-def where(loc) -> str:
-    """'file:line', or 'file cell N line M' for a notebook."""
+def where(loc, path=None) -> str:
+    """'file:line', or 'file cell N (code cell K) line M' for a notebook (cell_name)."""
     if not isinstance(loc, dict):
         return ""
     f = loc.get("file") or "?"
     if loc.get("cell"):
-        return f"{f} cell {loc['cell']} line {loc.get('cell_line') or '?'}"
+        return f"{f} {cell_name(loc, path)} line {loc.get('cell_line') or '?'}"
     if loc.get("line"):
         return f"{f}:{loc['line']}"
     return ""
 
 
 _where = where  # the old private name
+
+
+def cell_name(loc, path=None) -> str:
+    """A notebook cell as a student finds it: 'cell N (code cell K)'. N (the location's "cell") counts every
+    cell from the top, markdown included, as they appear on the screen; K counts the code cells only, read from
+    the notebook (`path`, else the location's file). Unreadable: 'cell N (counting markdown cells)'."""
+    cell = loc.get("cell")
+    k = notebook(path or loc.get("file"))[0].get(cell) if isinstance(cell, int) else None
+    return f"cell {cell} (code cell {k})" if k else f"cell {cell} (counting markdown cells)"
+
+
+def notebook(path) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """The notebook at `path` as the reports name its places, read once per version of the file: (its cells'
+    code-cell numbers: source.code_cell_numbers, the flattened text's line -> (cell, line in the cell):
+    source.Source.cell_map); empty when it is no readable notebook."""
+    if not path or not str(path).endswith(".ipynb"):
+        return {}, {}
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return {}, {}
+    return _notebook_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _notebook_of(path: str, _mtime_ns: int, size: int) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    if size > MAX_SOURCE_BYTES:
+        return {}, {}
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        return code_cell_numbers(raw), read_source(path, raw).cell_map or {}
+    except (OSError, SubmissionError):
+        return {}, {}
 
 
 MAX_SOURCE_BYTES = 5_000_000
@@ -185,7 +221,7 @@ def source_lines(path, loc) -> tuple[list[str], int, str] | None:
     """The lines to show for a location: (lines, the 1-based line to mark, a label), or None.
 
     For a .py file: the file and loc['line']. For a notebook: the code of cell loc['cell']
-    (1-based over all cells, as the loader counts) and loc['cell_line'].
+    (1-based over all cells, markdown included, as the loader counts) and loc['cell_line'].
     """
     if not isinstance(loc, dict):
         return None
@@ -208,7 +244,7 @@ def source_lines(path, loc) -> tuple[list[str], int, str] | None:
         lines = src.splitlines()
         if not 1 <= cl <= len(lines):
             return None
-        return lines, cl, f"cell {cell}, line {cl}"
+        return lines, cl, f"{cell_name(loc, path)}, line {cl}"
     line = loc.get("line")
     lines = text.splitlines()
     if not isinstance(line, int) or not 1 <= line <= len(lines):

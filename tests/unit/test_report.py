@@ -304,10 +304,11 @@ def test_excerpt_of_a_notebook_shows_the_cell():
     r = lite()
     r["diagnoses"][0]["location"] = {"file": str(NOTEBOOK), "line": 999, "cell": n, "cell_line": k}
     text = html.render(r, source_path=NOTEBOOK)
-    assert f"cell {n}, line {k}" in text
+    code_n = sum(c["cell_type"] == "code" for c in nb["cells"][:n])
+    assert f"cell {n} (code cell {code_n}), line {k}" in text
     hit = re.search(r'<tr class="hit"><td class="n">(\d+)</td><td>([^<]*)</td>', text)
     assert hit and int(hit.group(1)) == k and "tril" in hit.group(2)
-    assert f"cell {n} line {k}" in text                       # the location line of the card
+    assert f"cell {n} (code cell {code_n}) line {k}" in text      # the location line of the card
 
 
 def test_excerpt_missing_file_says_so(tmp_path):
