@@ -19,10 +19,20 @@ _ASSIGNMENT = click.Choice(list(library.ALL_ASSIGNMENTS))
 
 
 def _select(assignment: str | None) -> list[library.Mutant]:
-    """The lessons' mutants by default; the lm ones (not yet diagnosed by rules) only when asked for."""
+    """One assignment's mutants, or every assignment's (the lessons' registry, then lm's) without one."""
+    if assignment is None:
+        return list(library.ALL_MUTANTS)
     if assignment_of(assignment).is_repository:     # lm's own registry (mutants/lm_registry.py)
         return list(library.LM_MUTANTS)
-    return [m for m in library.MUTANTS if assignment is None or m.assignment == assignment]
+    return [m for m in library.MUTANTS if m.assignment == assignment]
+
+
+def _counts(selected: list[library.Mutant]) -> str:
+    """'12 reversal, 28 block, 56 lm': how many of each assignment, in the registry's order of assignments."""
+    n = {a: sum(m.assignment == a for m in selected) for a in library.ALL_ASSIGNMENTS}
+    return ", ".join(f"{k} {a}" for a, k in n.items() if k)
+
+
 _WIDTH = 88
 
 
@@ -69,9 +79,9 @@ def mutants_group() -> None:
 
 @mutants_group.command(name="list")
 @click.option("--assignment", type=_ASSIGNMENT, default=None,
-              help="Only this assignment's mutants (lm's are listed only with --assignment lm).")
+              help="Only this assignment's mutants (default: every assignment's).")
 def list_command(assignment: str | None) -> None:
-    """One line per mutant: id, cause, summary."""
+    """One line per mutant: id, cause, summary (an id starts with its assignment's name)."""
     selected = _select(assignment)
     if not selected:
         return
@@ -108,7 +118,9 @@ def show_command(mutant_id: str, color_mode: str) -> None:
 
 @mutants_group.command(name="export")
 @click.argument("directory", type=click.Path(file_okay=False, writable=True))
-@click.option("--assignment", type=_ASSIGNMENT, default=None, help="Only this assignment's mutants.")
+@click.option("--assignment", type=_ASSIGNMENT, default=None,
+              help="Only this assignment's mutants (default: every assignment's, each with its assignment in "
+                   "the manifests).")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in DIRECTORY.")
 def export_command(directory: str, assignment: str | None, force: bool) -> None:
     """Write each mutant as an anonymous submission_NN.py plus manifest.json/.csv.
@@ -125,7 +137,7 @@ def export_command(directory: str, assignment: str | None, force: bool) -> None:
     except library.ExportError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    click.echo(f"wrote {len(plan)} submissions and {library.MANIFEST_JSON}, "
+    click.echo(f"wrote {len(plan)} submissions ({_counts([m for _, m in plan])}) and {library.MANIFEST_JSON}, "
                f"{library.MANIFEST_CSV} to {directory}")
     planned = {name for name, _ in plan}
     stale = sorted(p for p in os.listdir(directory)

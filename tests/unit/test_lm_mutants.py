@@ -245,7 +245,9 @@ def test_cli_list_and_show_lm():
     assert result.exit_code == 0, result.output
     assert [line.split()[:2] for line in result.output.splitlines()] == [[m.id, m.cause] for m in LM_MUTANTS]
     plain = CliRunner().invoke(mutants_group, ["list"])
-    assert "lm-" not in plain.output                        # the default stays the lessons' library
+    listed = [line.split()[0] for line in plain.output.splitlines()]
+    assert listed == [m.id for m in mutants.ALL_MUTANTS]     # the default: every assignment's, lm's included
+    assert {m.id for m in LM_MUTANTS} <= set(listed)
     shown = CliRunner().invoke(mutants_group, ["show", "lm-rmsnorm-eps-outside-sqrt", "--color", "never"])
     assert shown.exit_code == 0, shown.output
     assert "component: rmsnorm" in shown.output and "--- a/lm.py" in shown.output

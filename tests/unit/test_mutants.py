@@ -715,11 +715,13 @@ def test_cli_list():
     result = CliRunner().invoke(mutants_group, ["list"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert len(lines) == len(MUTANTS)
-    for line, m in zip(lines, MUTANTS):
+    every = mutants.ALL_MUTANTS            # without --assignment: every assignment's, lm's included
+    assert len(lines) == len(every) > len(MUTANTS)
+    assert {m.assignment for m in every} == set(mutants.ALL_ASSIGNMENTS)
+    for line, m in zip(lines, every):
         assert line.split()[:2] == [m.id, m.cause] and line.endswith(m.summary)
     columns = {(line.index(m.cause, len(m.id)), line.index(m.summary, len(m.id) + len(m.cause)))
-               for line, m in zip(lines, MUTANTS)}
+               for line, m in zip(lines, every)}
     assert len(columns) == 1                                       # aligned columns
     block = CliRunner().invoke(mutants_group, ["list", "--assignment", "block"])
     assert block.exit_code == 0
@@ -765,17 +767,29 @@ def test_cli_show_unknown_id():
     assert "unknown mutant" in result.output and "reversal-causal-mask-inverted" in result.output
 
 
+def test_cli_export_without_assignment_writes_every_assignments(tmp_path):
+    result = CliRunner().invoke(mutants_group, ["export", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert {e["id"] for e in manifest.values()} == {m.id for m in mutants.ALL_MUTANTS}
+    counts = {a: len([m for m in mutants.ALL_MUTANTS if m.assignment == a]) for a in mutants.ALL_ASSIGNMENTS}
+    assert all(counts.values())
+    assert ", ".join(f"{n} {a}" for a, n in counts.items()) in result.output       # it says what it wrote
+
+
 def test_cli_export(tmp_path):
     out = tmp_path / "subs"
     runner = CliRunner()
-    result = runner.invoke(mutants_group, ["export", str(out)])
+    lessons = ["--assignment", "reversal"]     # the files' form (lm's repositories: test_lm_mutants.py)
+    result = runner.invoke(mutants_group, ["export", str(out)] + lessons)
     assert result.exit_code == 0, result.output
     files = sorted(p.name for p in out.glob("submission_*.py"))
-    assert len(files) == len(MUTANTS)
+    ones = [m for m in MUTANTS if m.assignment == "reversal"]
+    assert len(files) == len(ones)
     assert all(re.fullmatch(r"submission_\d+\.py", f) for f in files)
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(manifest) == files
-    assert sorted(e["id"] for e in manifest.values()) == sorted(m.id for m in MUTANTS)
+    assert sorted(e["id"] for e in manifest.values()) == sorted(m.id for m in ones)
     for name, entry in manifest.items():
         m = get(entry["id"])
         assert entry["cause"] == m.cause and entry["assignment"] == m.assignment
@@ -787,17 +801,17 @@ def test_cli_export(tmp_path):
     assert {r["file"]: r["id"] for r in rows} == {k: v["id"] for k, v in manifest.items()}
     # the numbering is a deterministic shuffle, not the registry order
     assert manifest == json.loads((out / "manifest.json").read_text())
-    assert [manifest[f]["id"] for f in files] != [m.id for m in MUTANTS]
+    assert [manifest[f]["id"] for f in files] != [m.id for m in ones]
     assert mutants.plan_export(MUTANTS) == mutants.plan_export(MUTANTS)
 
     # never overwrite without --force, and write nothing at all when refusing
     victim = out / files[0]
     victim.write_text("# a student's work\n")
-    refused = runner.invoke(mutants_group, ["export", str(out)])
+    refused = runner.invoke(mutants_group, ["export", str(out)] + lessons)
     assert refused.exit_code == 2
     assert "refusing to overwrite" in refused.output
     assert victim.read_text() == "# a student's work\n"
-    forced = runner.invoke(mutants_group, ["export", str(out), "--force"])
+    forced = runner.invoke(mutants_group, ["export", str(out), "--force"] + lessons)
     assert forced.exit_code == 0, forced.output
     assert victim.read_text() != "# a student's work\n"
 
