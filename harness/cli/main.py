@@ -138,9 +138,10 @@ def daemon():
 def daemon_status():
     """Print each running daemon: its pid, checks served, idle workers."""
     from ..isolation import daemon as check_daemon
-    found = check_daemon.ask("status")
+    found, mine = check_daemon.ask("status"), check_daemon.key()
     for d in found:
-        click.echo(f"daemon {d['key']}: pid {d.get('pid')}, up {_ago(d.get('since'))}, {d.get('checks', 0)} "
+        whose = "this install's" if d.get("key") == mine else "another install's"
+        click.echo(f"daemon {d['key']} ({whose}): pid {d.get('pid')}, up {_ago(d.get('since'))}, {d.get('checks', 0)} "
                    f"checks, {d.get('running', 0)} running, {d.get('idle_workers', 0)} idle worker(s), exits after "
                    f"{d.get('idle_exit_s', 0):.0f} s without a check")
     if not found:
@@ -154,7 +155,17 @@ def daemon_stop(everyone):
     one). Other installs' daemons of this user keep running unless --all."""
     from ..isolation import daemon as check_daemon
     stopped = [d for d in check_daemon.ask("stop", everyone=everyone) if d.get("stopping")]
-    click.echo(f"stopped {len(stopped)} check daemon(s)" if stopped else "no check daemon is running")
+    if stopped:
+        click.echo(f"stopped {len(stopped)} check daemon(s)")
+        return
+    others = [] if everyone else [d for d in check_daemon.ask("status") if d.get("key") != check_daemon.key()]
+    if others:       # `daemon status` lists them: say why they were left running
+        n = len(others)
+        click.echo(f"no check daemon of this install is running; {n} other{'s' if n != 1 else ''} of yours "
+                   f"{'are' if n != 1 else 'is'} (another install's or settings'): `mtxdiag daemon stop --all` "
+                   f"ends {'them' if n != 1 else 'it'}")
+    else:
+        click.echo("no check daemon is running")
 
 
 def _ago(since) -> str:

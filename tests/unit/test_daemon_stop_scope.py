@@ -65,6 +65,26 @@ def test_stop_all_reaches_every_daemon(two):
     assert mine.ops == ["stop"] and other.ops == ["stop"]
 
 
+def test_stop_with_only_others_running_says_so(two):
+    mine, other = two
+    os.unlink(mine.sock.getsockname())      # this install's is gone; another install's still answers
+    res = CliRunner().invoke(main, ["daemon", "status"])
+    assert res.output.count("daemon ") == 1 and "another install's" in res.output, res.output
+    res = CliRunner().invoke(main, ["daemon", "stop"])
+    assert res.exit_code == 0, res.output
+    assert "no check daemon of this install is running; 1 other of yours is" in res.output
+    assert "mtxdiag daemon stop --all" in res.output and "stopped" not in res.output
+    assert other.ops == ["status", "status"]            # asked, never stopped
+    res = CliRunner().invoke(main, ["daemon", "stop", "--all"])
+    assert "stopped 1 check daemon(s)" in res.output and other.ops[-1] == "stop"
+
+
+def test_status_marks_this_installs_daemon(two):
+    res = CliRunner().invoke(main, ["daemon", "status"])
+    assert f"daemon {daemon.key()} (this install's)" in res.output
+    assert f"daemon {'0' * 16} (another install's)" in res.output
+
+
 def test_a_repairs_client_that_closes_its_end_is_seen_gone():
     from harness.cli.daemon import _client_gone
     ours, theirs = socket.socketpair()
