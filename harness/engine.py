@@ -214,14 +214,34 @@ def _grader_lacks_allowed(base: dict) -> None:
     if not mods or not all(is_allowed(m, base["assignment"]) for m in mods):
         return
     names, cmd = ", ".join(sorted(mods)), "; ".join(sorted({install_command(m) for m in mods}))
-    ev = [f"the code imports {names}, which the {base['assignment']} assignment allows, and the grader's Python "
-          f"does not have it"] + list(d.get("evidence") or [])[:3]
-    fix = f"Instructor: install it where mtxdiag runs (`{cmd}`) and grade again; the student's code is not at fault."
-    base["diagnoses"] = [_diag("grader-fault", 1.0, ev, d.get("location"), fix=fix)] + \
+    ev = [f"the code imports {names}, which the {base['assignment']} assignment allows, and the Python that runs "
+          f"mtxdiag does not have it"] + list(d.get("evidence") or [])[:3]
+    base["diagnoses"] = [_diag("grader-fault", 1.0, ev, d.get("location"), fix=environment_fix(cmd),
+                              title="mtxdiag's Python lacks a package the assignment allows")] + \
                         [x for x in base["diagnoses"] if x is not d]
-    base["error"] = {"kind": "grader-environment", "reason": f"the grader lacks {names}, which the assignment "
-                     f"allows ({cmd})", "phase": "load", "student_fault": False}
+    base["error"] = {"kind": "grader-environment", "reason": f"the Python that runs mtxdiag lacks {names}, which "
+                     f"the assignment allows ({cmd})", "phase": "load", "student_fault": False}
     base["verdict"] = "error"
+
+
+def environment_fix(cmd: str, instructor: bool = False) -> str:
+    """The fix of a package the assignment allows and mtxdiag's Python lacks: addressed to whoever ran the check
+    (a student's own `check`), or to the instructor (`grade`, `gradescope`: for_instructor)."""
+    if instructor:
+        return f"Instructor: install it where mtxdiag runs (`{cmd}`) and grade again; the student's code is not at fault."
+    return f"Install it in the Python that runs mtxdiag (`{cmd}`) and check again; your code is not at fault."
+
+
+def for_instructor(result: dict) -> dict:
+    """A result as a grading run reports it: a missing package's fix (environment_fix) addressed to the
+    instructor, who runs the grader. In place; the result."""
+    if (result.get("error") or {}).get("kind") != "grader-environment":
+        return result
+    for d in result.get("diagnoses") or []:
+        fix = d.get("fix") if d.get("id") == "grader-fault" else None
+        if isinstance(fix, str) and fix.startswith("Install it in the Python that runs mtxdiag (`"):
+            d["fix"] = environment_fix(fix.split("`")[1], instructor=True)
+    return result
 
 
 def verdict(diagnoses: list[dict]) -> str:

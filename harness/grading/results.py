@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..assignments import AUTO, for_folder
+from ..engine import for_instructor
 from .discovery import SUFFIXES, Options, Submission
 from ..runner import Limits
 
@@ -57,6 +58,7 @@ def grade_one(job: dict, checker=None) -> dict:
             path.write_bytes(job["data"])
         result = checker(path, assignment=job["assignment"], seed=job["seed"], device=job["device"],
                          quick=job["quick"], limits=Limits(**job["limits"]))
+        result = for_instructor(result)       # the grader's own environment: the instructor's to fix
         result = _replace_strings(result, str(path), job["display"])
         result = _replace_strings(result, str(tmp), str(Path(job["display"]).parent))
         out = {"result": result, "wall_s": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
