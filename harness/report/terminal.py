@@ -290,6 +290,22 @@ def _wrap(first: str, text, width: int | None, indent: int) -> list[str]:
     return [first + parts[0]] + [" " * indent + p for p in parts[1:]]
 
 
+def _wrap_code(first: str, more: str, code, width: int | None, indent: int) -> list[str]:
+    """A quoted line of code as it is written: its inner spacing kept (never reflowed as prose), cut into pieces
+    of the room left when it is wider, preferring a cut after a space; the first piece after `first`, the others
+    after `more` (both of visible width `indent`)."""
+    text = clean(code).strip()
+    if width is None:
+        return [first + text]
+    room, parts = max(width - indent, 20), []
+    while len(text) > room:
+        cut = text.rfind(" ", room // 2, room) + 1 or room      # after a space in the right half, else hard
+        parts.append(text[:cut])
+        text = text[cut:]
+    parts.append(text)
+    return [first + parts[0]] + [more + p for p in parts[1:]]
+
+
 def summary(result: object, json_path=None, html_path=None, color: bool | None = None,
             width: int | None = None, max_causes: int = 3) -> str:
     """Verdict, the top causes with one line of evidence and file:line each, where the reports are.
@@ -357,7 +373,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
             else:
                 lines.append(at_line)
                 if code:                     # its own line(s) when it does not fit beside the place
-                    lines += _wrap("              " + st("│ ", dim=True), code, wrap_at, 16)
+                    bar = "              " + st("│ ", dim=True)
+                    lines += _wrap_code(bar, bar, code, wrap_at, 16)
         if d.get("fix"):
             lines += _wrap("     " + st("fix      ", dim=True), d["fix"], wrap_at, 14)
     if len(diagnoses) > max_causes:

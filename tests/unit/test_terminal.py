@@ -220,3 +220,18 @@ def test_lm_checklist_notes_cannot_drive_the_terminal():
         {"id": "lm-imports", "status": "info", "data": {"import_failures": [{"missing_module": "m\x1b[H\x07"}]}}]}
     text = "\n".join(terminal_lines(result, 100, lambda t, *a, **k: t))
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_quoted_code_keeps_its_spacing_when_wrapped(tmp_path, monkeypatch):
+    """At COLUMNS=80 a code line too wide to sit beside its place gets its own lines: cut, never reflowed."""
+    monkeypatch.chdir(tmp_path)
+    code = ("attn_scores    = torch.matmul(query,   key.transpose(-2, -1))   /   math.sqrt(d_k)"
+            "      # (batch, heads,  q,  k)   scaled")
+    (tmp_path / "student.py").write_text("x = 1\n        " + code + "\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    text = summary(result(n=1, location={"file": "student.py", "line": 2}), color=False,
+                   width=terminal.width_for(io.StringIO()))
+    quoted = [ln.split("│ ", 1)[1] for ln in text.splitlines() if "│ " in ln and "student.py" not in ln]
+    assert len(quoted) >= 2 and all(len(ln) <= 80 for ln in text.splitlines())
+    assert "".join(quoted) == code                          # every inner space kept, nothing lost or added
+    assert "query,   key" in "".join(quoted)
