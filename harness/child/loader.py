@@ -3,7 +3,9 @@
 Runs in the child process only. A submission's top level is filtered
 statement by statement: imports, function and class definitions and constant
 assignments run; training calls, prints, plots and `if __name__ == "__main__":`
-blocks do not. Every skipped statement is reported with its line, so a student
+blocks do not. An assignment that only makes a logging object (`logger =
+logging.getLogger(__name__)`) runs too when a definition reads its name at import
+(a decorator's argument, a default, a class body). Every skipped statement is reported with its line, so a student
 can see exactly what the harness did not execute.
 
 Notebooks (nbformat 4) are flattened into one source whose lines map back to
@@ -88,6 +90,58 @@ def _reads(stmt: ast.stmt) -> set[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+# Logging calls that only make or name objects (no handler that writes, no process-wide configuration). An
+# assignment of nothing else is kept when a definition reads its name at import: filter_module.
+IMPORT_TIME_CALLS = {"logging.getLogger", "logging.Logger", "logging.LoggerAdapter", "logging.Formatter",
+                     "logging.NullHandler", "logging.getLevelName"}
+
+
+def _import_reads(stmt: ast.stmt) -> set[str]:
+    """Names a def or class reads while its definition runs: _reads, and for a class its keywords and its
+    body's own statements (its methods' bodies excluded, nested classes included)."""
+    out = _reads(stmt)
+    if isinstance(stmt, ast.ClassDef):
+        out |= {n.id for kw in stmt.keywords for n in _walk_outside_lambdas(kw.value)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for s in stmt.body:
+            out |= _import_reads(s) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                else _reads(s)
+    return out
+
+
+def _logging_names(body: list[ast.stmt]) -> dict[str, str]:
+    """The module's own spellings of logging's names, from its top-level imports: {"log": "logging"} for
+    `import logging as log`, {"getLogger": "logging.getLogger"} for `from logging import getLogger`."""
+    out = {}
+    for stmt in body:
+        if isinstance(stmt, ast.Import):
+            out.update({a.asname or a.name: a.name for a in stmt.names if a.name == "logging"})
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "logging" and not stmt.level:
+            out.update({a.asname or a.name: f"logging.{a.name}" for a in stmt.names})
+    return out
+
+
+def _harmless_at_import(stmt: ast.stmt, spelled: dict[str, str]) -> bool:
+    """An assignment to plain names whose every call is safe (SAFE_CALLS) or makes a logging object
+    (IMPORT_TIME_CALLS), however the module spells logging."""
+    if isinstance(stmt, ast.Assign):
+        targets, value = stmt.targets, stmt.value
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets, value = [stmt.target], stmt.value
+    else:
+        return False
+    if not all(isinstance(t, ast.Name) for t in targets):
+        return False
+    for sub in _walk_outside_lambdas(value):
+        if isinstance(sub, ast.Call):
+            head, dot, rest = _dotted(sub.func).partition(".")
+            if not (_safe_call(sub.func) or spelled.get(head, head) + dot + rest in IMPORT_TIME_CALLS):
+                return False
+        if isinstance(sub, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+    return True
+
+
 def _keep(stmt: ast.stmt) -> tuple[bool, str]:
     """Decide whether a top-level statement runs; the reason is shown when it does not."""
     if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
@@ -128,8 +182,15 @@ def filter_module(source: Source) -> ast.Module:
     kept = []
     lines = source.text.splitlines()
     from_skipped: set[str] = set()   # names only skipped code would have bound
+    # `logger = logging.getLogger(__name__)` runs when a decorator, a default or a class body reads `logger`
+    # at import (it makes a logger, nothing else); read only inside functions, on_demand.py provides it
+    at_import = set().union(*(_import_reads(s) for s in tree.body
+                              if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
+    spelled = _logging_names(tree.body)
     for stmt in tree.body:
         ok, reason = _keep(stmt)
+        if not ok and _bound(stmt) & at_import and _harmless_at_import(stmt, spelled):
+            ok = True
         if ok:
             needs = _reads(stmt) & from_skipped
             if needs:

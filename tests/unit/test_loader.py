@@ -431,3 +431,62 @@ def test_python_cell_magics_keep_their_python():
                                 "nb.ipynb")
     assert (module.X, module.Y) == (1, 2)
     assert [source.where(s["line"])["cell_line"] for s in source.skipped] == [1, 1, 2]
+
+
+LOGGER_AT_IMPORT = """
+import functools
+import logging
+from logging import getLogger as get_log
+
+logger = logging.getLogger(__name__)
+model_log = get_log("model")
+handler = logging.FileHandler("train.log")      # writes a file: never run
+only_in_bodies = logging.getLogger("later")     # read only inside a function: on demand, not at load
+
+
+def logged(log):
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*a, **k):
+            log.debug("call %s", fn.__name__)
+            return fn(*a, **k)
+        return inner
+    return wrap
+
+
+@logged(logger)
+def scaled(x):
+    return x * 2
+
+
+class Model:
+    log = model_log.getChild("net")
+
+    def forward(self, x):
+        only_in_bodies.info("forward")
+        return x
+"""
+
+
+def test_a_logger_read_at_import_is_kept(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mod, src = load_text(LOGGER_AT_IMPORT)
+    assert mod.scaled(3) == 6 and mod.Model.log.name == "model.net"       # the decorator and the class body ran
+    skipped = {s["code"].split(" =")[0] for s in src.skipped}
+    assert "logger" not in skipped and "model_log" not in skipped
+    assert {"handler", "only_in_bodies"} <= skipped and not (tmp_path / "train.log").exists()
+    assert not hasattr(mod, "handler") and not hasattr(mod, "only_in_bodies")
+
+
+def test_an_unsafe_value_read_at_import_stays_skipped():
+    src = read_source("student.py", textwrap.dedent("""
+        import logging
+        handler = logging.FileHandler("train.log")
+        level = train_and_pick_level()
+
+        class Model:
+            h = handler
+            lvl = level
+        """).encode())
+    filter_module(src)
+    assert {s["code"].split(" =")[0] for s in src.skipped} == {"handler", "level"}
