@@ -29,15 +29,17 @@ COMPONENTS = tuple(registry_name(c) for c in NAMES)      # harness/lm_table.py, 
 
 @dataclass(frozen=True)
 class LmMutant(Mutant):
-    """A Mutant of the `lm` reference, with the component its edit is in."""
+    """A Mutant of the `lm` reference, with the component its edit is in, and the edit that fixes it where the
+    lesson's passage states a property rather than what to write (its cause's fix: causes/lm_component.py)."""
 
     component: str = ""
+    fix: str = ""
 
 
-def _m(id, cause, component, edits, summary, explanation, lesson, reference=LM) -> LmMutant:
+def _m(id, cause, component, edits, summary, explanation, lesson, reference=LM, fix="") -> LmMutant:
     return LmMutant(id=id, cause=cause, assignment=LM_ASSIGNMENT.name, reference=reference,
                     edits=tuple(Edit(old, new) for old, new in edits), summary=summary,
-                    explanation=explanation, lesson=lesson, component=component)
+                    explanation=explanation, lesson=lesson, component=component, fix=fix)
 
 
 _RMS = "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)"
@@ -217,7 +219,10 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "With sin where cos belongs, position 0 is no longer the identity (cos(0) = 1 became sin(0) = 0): "
        "each pair is rotated by pi/2 - angle instead of angle. Scores stay relative in the positions but see the "
        "offset mirrored (m - n becomes n - m), and no vector is left unchanged at position 0.",
-       "At position 0 every angle is 0 and RoPE leaves the vector unchanged."),
+       "At position 0 every angle is 0 and RoPE leaves the vector unchanged.",
+       fix="Swap them back where they are computed: cos = torch.cos(angles) and sin = torch.sin(angles) (angle = "
+           "position * theta^(-2k/d_k)), then rotate each pair with x1 * cos - x2 * sin and x1 * sin + x2 * cos. "
+           "At position 0 (cos 1, sin 0) the vector must come back unchanged."),
     _m("lm-mha-rope-on-values", "rope-on-values", "mha_rope",
        [("            k = self.rope(k, positions)\n",
          "            k = self.rope(k, positions)\n            v = self.rope(v, positions)\n")],

@@ -181,7 +181,7 @@ class ComponentRule:
                         [f"{comp} ({name}) equals the reference with '{mut.summary}' to {size:.1g} on "
                          f"{fp.get('draws')} draws" + (f" (also equal to: {', '.join(also)})" if also else ""),
                          say(c), str(mut.explanation)[:600]],
-                        c.get("location"), explains=explains, fix=mut.lesson or None)
+                        c.get("location"), explains=explains, fix=getattr(mut, "fix", "") or mut.lesson or None)
             f.cause = FINGERPRINT_CAUSES[mut.cause]
         elif self.kind == "mismatch" and d.get("diagnosis") in FINGERPRINT_CAUSES:
             f = Finding(0.9, [f"{comp} ({name}): {c['detail']}", say(c)], c.get("location"), explains=explains)
@@ -334,7 +334,8 @@ class NotImplementedRule:
 
 
 def _mutant_causes() -> dict:
-    """A Cause for every lm mutant's bug (its id is the mutant's cause; the text is the mutant's description)."""
+    """A Cause for every lm mutant's bug (its id is the mutant's cause; the text is the mutant's description; the
+    fix its `fix` edit, else the lesson's passage it breaks)."""
     try:
         from mutants import LM_MUTANTS
     except ImportError:       # an installation without the mutant library: no fingerprints, no causes for them
@@ -344,7 +345,7 @@ def _mutant_causes() -> dict:
         out.setdefault(m.cause, Cause(m.cause, m.summary, m.explanation, "A wrong component makes every part built "
                                       "on it wrong, and training learns less or nothing.",
                                       "Its outputs equal the reference's with this edit on several random draws.",
-                                      m.lesson, assignments=LM))
+                                      getattr(m, "fix", "") or m.lesson, assignments=LM))
     return out
 
 

@@ -146,3 +146,20 @@ def test_the_decision_is_torch_free():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             torchy += [name for n in names if n.split(".")[0] == "torch"]
     assert "harness.lm_property_causes" in seen and "harness.child.probes.lm.diag" not in seen and torchy == [], (seen, torchy)
+
+
+def test_rope_sin_cos_swapped_says_the_edit_to_make():
+    """The cause's fix is what to write (the lesson's passage is a property a student cannot act on), whether
+    the fingerprint or the position-0 property names it."""
+    from harness.causes import BY_ID
+    from harness.engine import diagnose
+    fix = BY_ID["rope-sin-cos-swapped"].fix
+    assert "cos = torch.cos(angles)" in fix and "sin = torch.sin(angles)" in fix and "Swap them back" in fix
+    fp = dict(FP, mutant="lm-rope-sin-cos-swapped")
+    prop = dict(PROP, id="rope-identity-at-0", cause="rope-sin-cos-swapped", measured=1.0, expected="0 (< 1e-5)")
+    for kw in ({"fingerprint": fp}, {"properties": [prop]}):
+        check = {"id": "lm-rope", "status": "fail", "measured": 0.5, "expected": "", "detail": "d",
+                 "data": {"kind": "mismatch", "component": "rope", "lmdiag_measured": measured(**kw)}}
+        p = validate_payload({"checks": [check], "assignment": "lm"})
+        (d,) = [d for d in diagnose({"assignment": "lm", "checks": p["checks"]}) if d["id"] == "rope-sin-cos-swapped"]
+        assert d["fix"] == fix, kw

@@ -139,7 +139,7 @@ def _best(comp, cands, triples_of, draws: int = DRAWS) -> dict | None:
                 break
         if worst is not None and numeric:      # every case agrees: in numbers or in the exception's message
             hits.append({"mutant": m.id, "cause": m.cause, "summary": m.summary, "max_abs": float(f"{worst:.3g}"),
-                         "draws": draws, "fix": m.lesson, "explanation": m.explanation})
+                         "draws": draws, "fix": getattr(m, "fix", "") or m.lesson, "explanation": m.explanation})
     if not hits:
         return None
     best = dict(hits[0])
