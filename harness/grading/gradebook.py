@@ -99,6 +99,7 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
     grade = result.get("grade") or {}
     grading = result.get("grading") or {}
     diags = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
+    notes = {str(d.get("id")) for d in diags if d.get("severity") == "info"}     # reported, never a bug
     causes = [str(d.get("id")) for d in diags][:TOP_CAUSES]
     score, max_score = grade.get("score"), grade.get("max_score")
     base = students_dir / student
@@ -113,21 +114,28 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
     return {"student": student, "score": score, "max_score": max_score,
             "verdict": result.get("verdict", "error"), "fault": grading.get("fault", "none"),
             "integrity": integrity_of(result), "causes": causes, "cause_titles": [str(d.get("title", "")) for d in diags][:TOP_CAUSES],
-            "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags],
+            "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags if str(d.get("id")) not in notes],
             "seconds": round(float(seconds), 1) if isinstance(seconds, (int, float)) else None,
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
             "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}",
-            "components_lost": components_lost(grade),
+            "components_lost": components_lost(grade, notes),
             "fault_text": FAULT_TEXT.get(grading.get("fault", "none"), str(grading.get("fault")))}
 
 
-def components_lost(grade: dict) -> list[tuple[str, str]]:
-    """Assignment lm: (component, cause or '') of each component charged points (not those that only inherit
-    another's failure): what the per-component "what to re-teach" counts."""
+# a component charged points without a cause of its own, by its status (rubric_lm.components)
+UNDIAGNOSED = {"not-implemented": "not implemented", "not-checked": "could not be checked"}
+
+
+def components_lost(grade: dict, notes: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Assignment lm: (component, why) of each component charged points (not those that only inherit another's
+    failure): what the per-component "what to re-teach" counts. `why`: what its status says when it did not run
+    (UNDIAGNOSED: "not implemented"), else its cause (never an info note: `notes`), else ''."""
+    status = {str(c.get("component")): c.get("status") for c in grade.get("components") or [] if isinstance(c, dict)}
     out = []
     for b in grade.get("breakdown") or []:
         if isinstance(b, dict) and b.get("kind") == "component" and b.get("charged", True):
-            out.append((str(b.get("id")), str(b.get("cause") or "")))
+            comp, cause = str(b.get("id")), str(b.get("cause") or "")
+            out.append((comp, UNDIAGNOSED.get(str(status.get(comp))) or ("" if cause in notes else cause)))
     return out
 
 
@@ -169,7 +177,8 @@ def csv_text(rows: list[dict]) -> str:
 
 
 def cause_summary(rows: list[dict]) -> list[dict]:
-    """How many students have each cause, most common first (ties by id): what to re-teach."""
+    """How many students have each cause, most common first (ties by id): what to re-teach. Info notes (a
+    deviation the course cannot see, a robustness note) are not bugs: rows leave them out of `all_causes`."""
     counts: Counter[str] = Counter()
     titles: dict[str, str] = {}
     for r in rows:
@@ -190,7 +199,7 @@ def cause_summary(rows: list[dict]) -> list[dict]:
 
 def component_summary(rows: list[dict]) -> list[dict]:
     """Assignment lm: how many students lose points on each component, most common first, with the causes
-    diagnosed there (most common first)."""
+    diagnosed there (most common first; "not implemented" for a component that raises NotImplementedError)."""
     counts: Counter[str] = Counter()
     causes: dict[str, Counter[str]] = {}
     for r in rows:

@@ -99,7 +99,9 @@ def components(result: dict) -> dict:
             status = "not-implemented"
         else:
             status = "not-checked"
-        own = next((d for d in diags if canonical(d.get("component") or "") == comp), None)
+        # its own diagnosis: a problem on this component (an info note, e.g. robustness-note, names no bug)
+        own = next((d for d in diags if canonical(d.get("component") or "") == comp
+                    and d.get("severity", "problem") != "info"), None)
         out[comp] = {"status": status, "cause": own.get("id") if own else None,
                      "confidence": own.get("confidence") if own else None,
                      "evidence": [str(e) for e in (own.get("evidence") or [])[:4]] if own else [],

@@ -143,3 +143,28 @@ def test_gradescope_grades_a_repository_and_never_leaves_old_results(tmp_path, m
     gradescope.gradescope_one(tmp_path / "submission", out, options=Options(quick=True), checker=checker)
     res = json.loads(out.read_text())
     assert res["score"] == 0 and "grader" in res["output"].lower()
+
+
+def test_reteach_says_not_implemented_and_leaves_info_notes_out():
+    """A component that raises NotImplementedError reads 'not implemented' (the NotImplementedRule names only
+    the first such component), and an info note is neither a component's cause nor a bug to re-teach."""
+    rub = rubric.load()
+    todo = {"status": "skip", "measured": None, "expected": "", "detail": "", "location": None,
+            "data": {"kind": "not-implemented"}}
+    train = {"id": "lm-training", "status": "fail", "measured": {}, "expected": "", "detail": "diverges",
+             "data": {"component": "linear", "culprits": ["linear"]}, "location": None}
+    note = dict(diag("robustness-note", "linear"), severity="info")
+    r = lm_result(diagnoses=[dict(diag("not-implemented", "adamw"), severity="problem"), note],
+                  extra_checks=[train])
+    for comp in ("adamw", "gradient-clipping"):
+        r["checks"] = [dict(todo, id=f"lm-{comp}") if c["id"] == f"lm-{comp}" else c for c in r["checks"]]
+    r["grade"] = rubric.score(r, rub)
+    row = gradebook.row_from_result("s0", r, Path("/nonexistent"))
+    summary = {s["id"]: s["title"] for s in gradebook.component_summary([row])}
+    assert summary["adamw"] == summary["gradient-clipping"] == "not implemented (1)"
+    assert "robustness-note" not in summary["linear"] and "(no diagnosis)" not in str(summary)
+    bugs = {c["id"] for c in gradebook.cause_summary([row])}
+    assert "robustness-note" not in bugs and "not-implemented" in bugs
+    assert "robustness-note" in row["causes"]              # still listed on the student's row
+    html = gradebook.html_text([row])
+    assert "not implemented (1)" in html and "(no diagnosis)" not in html
