@@ -95,7 +95,8 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
         return {"student": student, "score": None, "max_score": None, "verdict": "pending", "fault": "none",
                 "integrity": "",
                 "causes": [], "cause_titles": [], "seconds": None, "reason": "not graded yet", "href": None,
-                "report_error": None, "score_text": "", "fault_text": "– (not graded yet)"}
+                "report_error": None, "score_text": "", "fault_text": "– (not graded yet)", "shown": "pending",
+                "shown_text": "pending"}
     grade = result.get("grade") or {}
     grading = result.get("grading") or {}
     diags = [d for d in result.get("diagnoses") or [] if isinstance(d, dict)]
@@ -111,7 +112,7 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
     else:
         href = None
     seconds = (result.get("timings") or {}).get("total_s")
-    return {"student": student, "score": score, "max_score": max_score,
+    return _shown({"student": student, "score": score, "max_score": max_score,
             "verdict": result.get("verdict", "error"), "fault": grading.get("fault", "none"),
             "integrity": integrity_of(result), "causes": causes, "cause_titles": [str(d.get("title", "")) for d in diags][:TOP_CAUSES],
             "all_causes": [(str(d.get("id")), str(d.get("title", ""))) for d in diags if str(d.get("id")) not in notes],
@@ -119,7 +120,16 @@ def row_from_result(student: str, result: dict | None, students_dir: Path) -> di
             "reason": reason_of(result), "href": href, "report_error": report.get("error"),
             "score_text": "" if score is None else f"{_num(score)} / {_num(max_score)}",
             "components_lost": components_lost(grade, notes),
-            "fault_text": FAULT_TEXT.get(grading.get("fault", "none"), str(grading.get("fault")))}
+            "fault_text": FAULT_TEXT.get(grading.get("fault", "none"), str(grading.get("fault")))})
+
+
+def _shown(row: dict) -> dict:
+    """The row with what the table's verdict column says (`shown`, `shown_text`): a row the check could not run
+    to the end (stopped_row: an error, or a syntax error whose result says `problems`) reads "could not be
+    checked", as the cards and the "could not be checked" section count it; the CSV keeps the result's verdict."""
+    row["shown"] = "not-checked" if stopped_row(row) else row["verdict"]
+    row["shown_text"] = "could not be checked" if row["shown"] == "not-checked" else row["verdict"]
+    return row
 
 
 # a component charged points without a cause of its own, by its status (rubric_lm.components)
