@@ -14,6 +14,7 @@ from .causes import lm_decide
 from .causes.base import Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
+from .cut import cut
 from .outcome import ChildOutcome, stack_line
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 
@@ -33,7 +34,7 @@ def _clean(v, depth=0):
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, str):
-        return v[:4000]
+        return cut(v, 4000)
     if isinstance(v, list):
         return [_clean(x, depth + 1) for x in v[:5000]]
     if isinstance(v, dict):
@@ -47,14 +48,14 @@ def validate_payload(p) -> dict:
     checks = []
     for c in p.get("checks", [])[:200] if isinstance(p.get("checks"), list) else []:
         if not isinstance(c, dict) or not isinstance(c.get("id"), str) or c.get("status") not in STATUSES:
-            raise InvalidResult(f"malformed check: {str(c)[:200]}")
+            raise InvalidResult(f"malformed check: {cut(c, 200)}")
         loc = c.get("location")
         if loc is not None and not (isinstance(loc, dict) and isinstance(loc.get("line"), int)):
             loc = None
         data = _clean(c.get("data")) if isinstance(c.get("data"), dict) else {}
         lm_decide.annotate(data)     # lm: the child's measurements validated, the decision the parent's own
         checks.append(Check(id=c["id"][:64], status=c["status"], measured=_clean(c.get("measured")),
-                            expected=str(c.get("expected", ""))[:300], detail=str(c.get("detail", ""))[:2000],
+                            expected=cut(c.get("expected", ""), 300), detail=cut(c.get("detail", ""), 2000),
                             data=data, location=_clean(loc)).to_json())
     load = p.get("load") if isinstance(p.get("load"), dict) else {"ok": False}
     skipped = [s for s in p.get("skipped_code", []) if isinstance(s, dict)][:500] \

@@ -13,6 +13,8 @@ import os
 import stat
 from pathlib import Path
 
+from .cut import cut
+
 MAX_NODES = 200_000
 
 
@@ -47,7 +49,7 @@ def confine_locations(result, allowed: frozenset) -> list[str]:
             if f is not None and ("line" in node or "cell" in node) and not (isinstance(f, str) and f in allowed):
                 node["file"] = None
                 if len(dropped) < 10:
-                    dropped.append(f"a location named a file outside the submission ({str(f)[:120]!r}); dropped")
+                    dropped.append(f"a location named a file outside the submission ({cut(f, 120)!r}); dropped")
             if depth < 40:
                 stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
         elif isinstance(node, list) and depth < 40:

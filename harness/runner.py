@@ -34,6 +34,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .cut import cut
 from .isolation import memwatch
 from . import paths
 from .isolation import sandbox
@@ -388,12 +389,12 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                  if f.get("line") else f["what"] for f in static]
         mine.append({"id": "tamper-static", "status": "fail", "measured": [f["what"] for f in static],
                      "expected": "no code that reaches into the grader's process or patches torch",
-                     "detail": "; ".join(lines)[:1500], "data": {"findings": static, "source": "parent"},
+                     "detail": cut("; ".join(lines), 1500), "data": {"findings": static, "source": "parent"},
                      "location": next((f["location"] for f in static if f.get("location")), None)})
     if breach:
         mine.append({"id": "isolation", "status": "fail", "measured": {"problems": breach[:40]},
                      "expected": "a run changes nothing outside itself and reaches nothing of the grader",
-                     "detail": "; ".join(breach)[:1900], "data": {"problems": breach[:100], "source": "parent"},
+                     "detail": cut("; ".join(breach), 1900), "data": {"problems": breach[:100], "source": "parent"},
                      "location": None})
     if flood:
         mine.append({"id": "output-flood", "status": "fail", "measured": flood["bytes"],
@@ -416,7 +417,7 @@ def with_files_note(outcome: ChildOutcome, left_out: list) -> ChildOutcome:
 
 def files_check(left_out: list) -> dict:
     return {"id": "submission-files", "status": "info", "measured": {"left_out": left_out[:20]},
-            "expected": "every file of the submission read", "detail": "; ".join(left_out)[:1500],
+            "expected": "every file of the submission read", "detail": cut("; ".join(left_out), 1500),
             "data": {"left_out": left_out[:20], "source": "parent"}, "location": None}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..cut import cut
 from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER, COMPONENTS
 from .base import Cause, Finding, say
@@ -112,7 +113,7 @@ def _interface_detail(msg: str) -> str:
     if missing or extra:
         return (f"your module's parameters are named {missing.group(1) if missing else '(all given)'}; "
                 f"the adapter passes {extra.group(1) if extra else '(all expected)'}")
-    return msg[:300]
+    return cut(msg, 300)
 
 
 def _sides(d: dict) -> list[str]:
@@ -174,13 +175,13 @@ class ComponentRule:
             f.cause = INTERFACE
         elif self.kind in ("mismatch", "error") and (mut := _fingerprint_mutant(fp)) is not None:
             # symptom (differs from the reference) and mechanism (equals the reference with this edit) observed
-            also = [str(a)[:80] for a in fp.get("also_matches") or ()][:5] if isinstance(fp.get("also_matches"),
+            also = [cut(a, 80) for a in fp.get("also_matches") or ()][:5] if isinstance(fp.get("also_matches"),
                                                                                          list) else []
             size = fp.get("max_abs") if isinstance(fp.get("max_abs"), (int, float)) else float("nan")
             f = Finding(0.95 if not also else 0.8,
                         [f"{comp} ({name}) equals the reference with '{mut.summary}' to {size:.1g} on "
                          f"{fp.get('draws')} draws" + (f" (also equal to: {', '.join(also)})" if also else ""),
-                         say(c), str(mut.explanation)[:600]],
+                         say(c), cut(mut.explanation, 600)],
                         c.get("location"), explains=explains, fix=getattr(mut, "fix", "") or mut.lesson or None)
             f.cause = FINGERPRINT_CAUSES[mut.cause]
         elif self.kind == "mismatch" and d.get("diagnosis") in FINGERPRINT_CAUSES:
@@ -199,7 +200,7 @@ class ComponentRule:
             # a fingerprint on lmdiag's own inputs, an interface finding or a property's mechanism, with evidence
             ld = d["lmdiag"]
             f = Finding(min(float(ld.get("confidence") or 0.6), 0.95),
-                        [f"{comp} ({name}): " + "; ".join(ld.get("evidence") or [])[:800], say(c)],
+                        [f"{comp} ({name}): " + cut("; ".join(ld.get("evidence") or []), 800), say(c)],
                         c.get("location"), explains=explains)
             f.cause = _lmdiag_cause(d)
         elif self.kind == "mismatch":
@@ -287,8 +288,8 @@ class RobustnessRule:
             notes = ((c or {}).get("data") or {}).get("robustness")
             if not c or c["status"] != "pass" or not isinstance(notes, list) or not notes:
                 continue
-            f = Finding(0.9, [f"{comp} ({name}) passes on the course's inputs; " + "; ".join(
-                f"{n.get('case')}: {n.get('problem')}" for n in notes if isinstance(n, dict))[:800]],
+            f = Finding(0.9, [f"{comp} ({name}) passes on the course's inputs; " + cut("; ".join(
+                f"{n.get('case')}: {n.get('problem')}" for n in notes if isinstance(n, dict)), 800)],
                 next((n["location"] for n in notes if isinstance(n, dict) and isinstance(n.get("location"), dict)),
                      None) or _where(ev, comp))
             f.component = comp

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from ..cut import cut
 from ..lm_table import ADAPTER as _TABLE, DEPS, registry_name
 from ..lm_property_causes import PROPERTY_CAUSES
 
@@ -107,7 +108,7 @@ def _err(e):
         return None
     out = {"case": e["case"][:300], "draw": e["draw"] if isinstance(e.get("draw"), int) else 0}
     if "raised" in e:
-        return dict(out, raised=str(e["raised"])[:400])
+        return dict(out, raised=cut(e["raised"], 400))
     out = dict(out, max_abs=_num(e.get("max_abs")), max_rel=_num(e.get("max_rel")), shape=_shape(e.get("shape")),
                expected_shape=_shape(e.get("expected_shape")))
     if out["shape"] == out["expected_shape"] and (out["max_abs"] is None or out["max_rel"] is None):
@@ -155,7 +156,7 @@ def _property(p):
     conf = p.get("confidence")
     conf = float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) and 0 <= conf <= 1 else 0.0
     cause = p["cause"] if _is(p.get("cause"), KNOWN) and not p["passed"] else None    # an unknown id: not trusted
-    return {"id": p["id"][:100], "component": str(p.get("component", ""))[:40], "what": str(p.get("what", ""))[:300],
+    return {"id": p["id"][:100], "component": cut(p.get("component", ""), 40), "what": cut(p.get("what", ""), 300),
             "measured": _plain(p.get("measured")), "expected": _plain(p.get("expected")), "passed": p["passed"],
             "cause": cause, "confidence": 0.0 if p["passed"] else conf}
 
@@ -182,7 +183,7 @@ def validate(m) -> dict | None:
                 fingerprint=_fingerprint(m.get("fingerprint"), comp),
                 properties=[p for p in map(_property, m["properties"][:60]) if p]
                 if isinstance(m.get("properties"), list) else [],
-                not_measured={k: str(v)[:300] for k, v in nm.items() if k in STAGES})
+                not_measured={k: cut(v, 300) for k, v in nm.items() if k in STAGES})
 
 
 # ----------------------------------------------------------------------------- the decision

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 
+from ..cut import cut
 from ..assignments import assignment_of
 from ..identity import GRADER_PREFIXES, is_grader_name
 
@@ -49,7 +50,7 @@ def add_integrity(result, check, audit, guard, source, captured):
     result["checks"].insert(0, check(
         "forbidden-ops", "fail", len(attempts) + audit.dropped,
         "no network, no files or folders outside the submission's own, no processes, no native code",
-        f"your code tried: {shown}"[:1900],
+        cut(f"your code tried: {shown}", 1900),
         data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
         location=first))
 

@@ -19,6 +19,7 @@ import os
 import sys
 import types
 
+from ..cut import cut
 from . import lm_paths
 from ..assignments import AUTO, LM, assignment_of
 from ..identity import GRADER_PREFIXES
@@ -128,7 +129,7 @@ def _future_flags(tree: ast.Module) -> int:
 
 def _reason(e: BaseException) -> tuple[str, str | None]:
     missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
-    return f"{type(e).__name__}: {str(e)[:300]}", missing
+    return f"{type(e).__name__}: {cut(e, 300)}", missing
 
 
 def _bind_failed_import(stmt, ns: dict, e: BaseException, code_path: str, flags: int, display: str):
@@ -227,7 +228,7 @@ class StudentLoader(importlib.abc.Loader):
             if isinstance(e, (KeyboardInterrupt, LoadTimeout)):   # not an import failure to work around
                 raise
             line = student_line(e.__traceback__, self.path)
-            raise StudentModuleError(f"{self.display} line {line}: {type(e).__name__}: {str(e)[:300]}") from None
+            raise StudentModuleError(f"{self.display} line {line}: {type(e).__name__}: {cut(e, 300)}") from None
 
 
 class RepoFinder(importlib.abc.MetaPathFinder):
@@ -397,6 +398,6 @@ def _run_adapters(source: Source, name: str, package: str | None) -> types.Modul
         line = student_line(e.__traceback__, source.code_path)
         kind = "exit-during-load" if isinstance(e, SystemExit) else "definition-error"
         kind = "timeout" if isinstance(e, LoadTimeout) else kind
-        raise SubmissionError(kind, f"{type(e).__name__}: {str(e)[:500]}", line)
+        raise SubmissionError(kind, f"{type(e).__name__}: {cut(e, 500)}", line)
     source.skipped.extend(STATE.skipped)
     return module

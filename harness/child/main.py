@@ -27,6 +27,7 @@ import time
 import traceback
 from dataclasses import replace
 
+from ..cut import cut
 from .. import assignments
 from .integrity import add_integrity, guarded_context, tamper_check
 from ..protocol import (EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits,
@@ -146,7 +147,7 @@ def _safe_str(x, n=500) -> str:
     signal.setitimer(signal.ITIMER_REAL, 2.0)
     try:
         s = BaseException.__str__(x) if isinstance(x, BaseException) else str(x)
-        return s[:n] if isinstance(s, str) else "<unprintable>"
+        return cut(s, n) if isinstance(s, str) else "<unprintable>"
     except BaseException:
         return "<unprintable>"
     finally:
@@ -257,7 +258,7 @@ def main(argv=None):
     except loader.SubmissionError as e:
         sys.stdout, sys.stderr = real_out, real_err
         if any(t in str(e.message).lower() for t in _MEMORY_TEXT + ("memoryerror",)):
-            _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory while loading: {str(e.message)[:300]}")
+            _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory while loading: {cut(e.message, 300)}")
         guard.reset_state()
         guard.check("loading your file")
         src = locals().get("source")
@@ -308,8 +309,8 @@ def main(argv=None):
             if _is_memory(e.exc):
                 _die(EXIT_MEMORY, f"mtxdiag: the submission ran out of memory in {e.where}: {_safe_str(e.exc, 300)}")
             name, msg = _type_name(e.exc), _safe_str(e.exc, 1000)
-            checks = [check(probe.id, "error", {"exception": name, "message": msg[:500]},
-                            "runs without raising", f"{e.where} raised {name}: {msg[:300]}",
+            checks = [check(probe.id, "error", {"exception": name, "message": cut(msg, 500)},
+                            "runs without raising", f"{e.where} raised {name}: {cut(msg, 300)}",
                             data={"exception": name, "message": msg, "where": e.where,
                                   "timeout": isinstance(e.exc, ProbeTimeout)},
                             location=source.where(e.line) if e.line else None)]
@@ -325,15 +326,15 @@ def main(argv=None):
                 why = f"; {ctx.odd}" if ctx.odd else ""
                 where = f"your code, called by the check '{probe.id}'" if line is not None else \
                     f"the check '{probe.id}' on your model's output"
-                checks = [check(probe.id, "error", {"exception": name, "message": msg[:500]},
-                                "runs without raising", f"{where} raised {name}: {msg[:300]}{why}",
+                checks = [check(probe.id, "error", {"exception": name, "message": cut(msg, 500)},
+                                "runs without raising", f"{where} raised {name}: {cut(msg, 300)}{why}",
                                 data={"exception": name, "message": (msg + why)[:1000], "where": where,
                                       "timeout": False},
                                 location=source.where(line) if line else None)]
             else:   # the probe's own crash (e.g. on PyTorch's nested-tensor fast path): it could not measure
                 checks = [check(probe.id, "skip", None, "", "could not measure: the check's own code failed (not "
                                 "your code's fault): " + _safe_tb(e)[-600:],
-                                data={"harness_error": True, "could_not_measure": f"{name}: {msg[:300]}"})]
+                                data={"harness_error": True, "could_not_measure": f"{name}: {cut(msg, 300)}"})]
         finally:
             sys.stdout, sys.stderr = real_out, real_err
         guard.reset_state()

@@ -17,6 +17,7 @@ import ast
 import builtins
 import re
 
+from ..cut import cut
 from .loader import SAFE_CALLS, _dotted, _reads, _walk_outside_lambdas, load_limit
 
 EVAL_TIMEOUT_S = 5.0        # one statement that only builds objects: far under a second when it is what it seems
@@ -197,7 +198,7 @@ def _provide(judge: _Judge, name: str, path: str, done: list, seen: set, depth: 
             exec(code, judge.ns)
     except BaseException as e:     # noqa: BLE001 - the student's statement, reported, never raised into a probe
         raise NotProvided(f"`{name}` is defined at line {line} by top-level code the harness does not run; "
-                          f"evaluating it raised {type(e).__name__}: {str(e)[:200]}", line)
+                          f"evaluating it raised {type(e).__name__}: {cut(e, 200)}", line)
     entry.update(evaluated_on_demand=True, note=NOTE)
     done.append(entry)
 
@@ -249,7 +250,7 @@ def run_probe(fn, namespace: dict, sources, skip_exc) -> list:
         for c in checks:
             if isinstance(c, dict):
                 c.setdefault("data", {})["evaluated_on_demand"] = [
-                    {"line": e.get("line"), "code": str(e.get("code", ""))[:200]} for e in provided]
+                    {"line": e.get("line"), "code": cut(e.get("code", ""), 200)} for e in provided]
     return checks
 
 

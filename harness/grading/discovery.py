@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cut import cut
 from .. import __version__
 from ..assignments import REPOSITORY, for_folder
 from ..limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
@@ -155,7 +156,7 @@ def discover(src: Path) -> tuple[list[Submission], list[str]]:
                 sub = _entry(src, child)
         except Exception as e:     # one student's folder never stops the batch: it is that student's row
             sub = Submission(child.stem if child.suffix in SUFFIXES else child.name, None,
-                             f"could not search {child.name}: {type(e).__name__}: {e}"[:500],
+                             cut(f"could not search {child.name}: {type(e).__name__}: {e}", 500),
                              fault="grader" if isinstance(e, OSError) else "student")
         if sub is None:
             ignored.append(child.name)
@@ -254,5 +255,5 @@ def submission_in(folder: Path) -> Submission:
     try:
         return _in_folder(folder, "submission", "the submission")
     except Exception as e:         # noqa: BLE001 - the results must still be written
-        return Submission("submission", None, f"could not search the submission: {type(e).__name__}: {e}"[:500],
+        return Submission("submission", None, cut(f"could not search the submission: {type(e).__name__}: {e}", 500),
                           fault="grader" if isinstance(e, OSError) else "student")

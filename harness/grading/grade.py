@@ -33,6 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ..cut import cut
 from .. import __version__
 from . import gradebook
 from . import rubric as rubric_mod
@@ -108,7 +109,7 @@ class Grader:
             html_report.write(result, path, source_path=sub.path, text=text)
             return {"path": "report.html", "error": None}
         except Exception as e:  # a report must never stop the grading
-            return {"path": None, "error": f"{type(e).__name__}: {e}"[:300]}
+            return {"path": None, "error": cut(f"{type(e).__name__}: {e}", 300)}
 
     def _commit(self, sub: Submission, result: dict, *, wall_s: float, host: str | None, graded_at: str | None,
                 report: bool = True, limits: dict | None = None, report_html: str | None = None) -> dict:
@@ -206,10 +207,10 @@ class Grader:
                 try:
                     _read(sub, self.opts)
                 except Exception as e:     # one student's files never stop the batch: that student's row
-                    sub.problem = f"could not read the submission: {type(e).__name__}: {e}"[:500]
+                    sub.problem = cut(f"could not read the submission: {type(e).__name__}: {e}", 500)
                     sub.fault = "grader" if isinstance(e, OSError) else "student"
                 if sub.left_out:
-                    self.log(f"left out of {sub.student}: " + "; ".join(sub.left_out)[:1000])
+                    self.log(f"left out of {sub.student}: " + cut("; ".join(sub.left_out), 1000))
                 if sub.problem:
                     res = synthetic_result(str(sub.path or self.src / sub.student), "no-submission", sub.problem,
                                            student_fault=sub.fault == "student", opts=self.opts)
@@ -269,7 +270,7 @@ class Grader:
                     traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
             else:
                 why = "the grader received a malformed result"
-            result = synthetic_result(str(sub.path), "grader-fault", why[:500], student_fault=False, opts=self.opts)
+            result = synthetic_result(str(sub.path), "grader-fault", cut(why, 500), student_fault=False, opts=self.opts)
             wall, host = 0.0, None
         res = self._commit(sub, result, wall_s=wall, host=host, graded_at=None, report_html=text)
         fault = res["grading"]["fault"]

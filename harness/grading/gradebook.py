@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
+from ..cut import cut
 from .. import __version__
 
 CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "integrity", "causes", "seconds", "reason")
@@ -57,14 +58,14 @@ def reason_of(result: dict) -> str:
     """One line on why a submission could not be (fully) checked; empty for a normal result."""
     err = result.get("error")
     if err:
-        return str(err.get("reason", ""))[:300]
+        return cut(err.get("reason", ""), 300)
     diags = result.get("diagnoses") or []
     load_ids = {"syntax-error", "definition-error", "missing-module", "missing-name", "unreadable-file",
                 "exit-during-load", "tampering"}
     if diags and diags[0].get("id") in load_ids:
         ev = diags[0].get("evidence") or []
         text = diags[0].get("title", "") + (": " + "; ".join(str(e) for e in ev[:2]) if ev else "")
-        return text[:300]
+        return cut(text, 300)
     return ""
 
 

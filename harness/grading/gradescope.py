@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+from ..cut import cut
 from .. import __version__
 from . import rubric as rubric_mod
 from ..api import write_json_atomic
@@ -83,11 +84,11 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
         else:
             out, name = item.get("title", ""), f"{item.get('title', item['id'])} [{item['id']}]"
         out = redact_lines(out) if hint == "cause" else out
-        tests.append({"name": name[:200], "score": 0.0, "max_score": lost, "status": "failed", "output": out,
+        tests.append({"name": cut(name, 200), "score": 0.0, "max_score": lost, "status": "failed", "output": out,
                       "visibility": visibility, "tags": [item["kind"]]})
     for d in result.get("diagnoses", []):   # findings that cost nothing (e.g. grader-fault = 0) still shown
         if not any(t["name"].endswith(f"[{d['id']}]") for t in tests):
-            tests.append({"name": f"{d.get('title', d['id'])} [{d['id']}]"[:200], "score": 0.0, "max_score": 0.0,
+            tests.append({"name": cut(f"{d.get('title', d['id'])} [{d['id']}]", 200), "score": 0.0, "max_score": 0.0,
                           "status": "failed", "output": "\n".join(str(e) for e in d.get("evidence", [])[:6]),
                           "visibility": visibility, "tags": ["cause"]})
     if result.get("verdict") == "clean":
@@ -102,7 +103,7 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
                (f"\n{c['detail']}" if c.get("detail") else "")
         text = redact_lines(text) if hint == "cause" else text
         tests.append({"name": f"check: {c['id']}", "score": 0.0, "max_score": 0.0,
-                      "status": "passed" if c["status"] == "pass" else "failed", "output": text[:4000],
+                      "status": "passed" if c["status"] == "pass" else "failed", "output": cut(text, 4000),
                       "visibility": visibility, "tags": ["check"]})
     lines = [f"Verdict: {result.get('verdict')}    Score: {score:g} / {max_score:g}"]
     if grade["score"] is None:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cut import cut
 from ..assignments import ALL, assignment_of
 
 if sys.version_info >= (3, 11):
@@ -151,9 +152,9 @@ def score(result: dict, rubric: Rubric) -> dict:
         return {"score": None, "max_score": rubric.max_score, "rubric": rubric.name,
                 "breakdown": [{"kind": "grader-fault", "id": "grader-fault", "points": 0.0,
                                "title": "The grader failed; this submission will be regraded: "
-                                        + str(err.get("reason", ""))[:300]}]}
+                                        + cut(err.get("reason", ""), 300)}]}
     if result.get("verdict") == "error":
-        reason = str((err or {}).get("reason", "the check did not finish"))[:300]
+        reason = cut((err or {}).get("reason", "the check did not finish"), 300)
         return {"score": _round(rubric.error_score), "max_score": rubric.max_score, "rubric": rubric.name,
                 "breakdown": [{"kind": "error", "id": str((err or {}).get("kind", "error")),
                                "points": _round(rubric.error_score - rubric.max_score),

@@ -34,6 +34,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from ..cut import cut
 from ..identity import PACKAGES
 from ..outcome import ChildOutcome
 from ..protocol import CheckSpec
@@ -151,7 +152,7 @@ def repair(result: dict, spec: CheckSpec, *, say=None) -> bool:
         conn.sendall(data)
         for msg in _lines(conn):
             if "note" in msg and say:
-                say(str(msg["note"])[:500])
+                say(cut(msg["note"], 500))
             elif "repaired" in msg:
                 got = msg["repaired"]
                 diags = got.get("diagnoses") if isinstance(got, dict) else None

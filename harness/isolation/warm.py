@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..cut import cut
 from . import confine, sandbox, scratch
 from ..protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 
@@ -253,7 +254,7 @@ class Run:
             self.returncode, self.done = msg[CTL_EXIT], True
             bad = msg.get(CTL_POISONED)
             if bad:
-                self.poisoned = [str(x)[:300] for x in bad[:20]] if isinstance(bad, list) else ["(unreadable)"]
+                self.poisoned = [cut(x, 300) for x in bad[:20]] if isinstance(bad, list) else ["(unreadable)"]
             return True
         if time.monotonic() >= deadline:
             return False

@@ -19,6 +19,7 @@ import os
 import re
 import time
 
+from ..cut import cut
 from ..checks import DECLARED, PROBE_OF
 from ..checks import passes as _passes
 from .. import reached
@@ -85,12 +86,12 @@ def number(v) -> str:
     if isinstance(v, float):
         return "0" if v == 0 else f"{v:.4g}"
     if isinstance(v, (int, str)):
-        return str(v)[:60]
+        return cut(v, 60)
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {number(x)}" for k, x in list(v.items())[:4]) + "}"
     if isinstance(v, list):
         return "[" + ", ".join(number(x) for x in v[:6]) + "]"
-    return str(v)[:60]
+    return cut(v, 60)
 
 
 def change(check_id: str, b, a) -> str:

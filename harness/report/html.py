@@ -78,7 +78,7 @@ def excerpt(source_path, loc, context: int = CONTEXT_LINES) -> dict | None:
                            f"or it changed since the check."}
     lines, n, label = got
     lo, hi = max(1, n - context), min(len(lines), n + context)
-    return {"label": label, "lines": [(k, lines[k - 1][:300].rstrip(), k == n) for k in range(lo, hi + 1)]}
+    return {"label": label, "lines": [(k, _str(lines[k - 1].rstrip(), 300), k == n) for k in range(lo, hi + 1)]}
 
 
 # -- sections -------------------------------------------------------------------------------------
@@ -253,9 +253,9 @@ def diagnoses(result: dict, source_path) -> list[dict]:
         see: list[str] = []
         for e in raw:
             if e.startswith("also explains ") and len(also) < 60:
-                also.append(e[len("also explains "):].split(":", 1)[0].strip()[:64])
+                also.append(_str(e[len("also explains "):].split(":", 1)[0].strip(), 64))
             elif len(ev) < 8:
-                ev.append(e if len(e) <= 700 else e[:699] + "…")
+                ev.append(_str(e, 700))
         for cid in [e.split(":", 1)[0].strip() for e in ev] + also:
             sec = CHECK_SECTION.get(cid)
             if sec and sec not in see:

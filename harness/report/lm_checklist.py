@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..assignments import assignment_of
+from ..cut import cut
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
 from .text import as_dict
@@ -25,7 +26,7 @@ def rows(result: dict) -> list[dict]:
         elif c["status"] == "skip":
             state = "not implemented" if data.get("kind") == "not-implemented" else \
                 "not defined" if data.get("kind") == "absent" else "not run"
-            note = str(c.get("detail", ""))[:120]
+            note = cut(c.get("detail", ""), 120)
         elif c["status"] == "pass":
             m = as_dict(c.get("measured"))
             state, note = "pass", (f"max rel error {m['max_rel']:.1e}" if isinstance(m.get("max_rel"), (int, float))
@@ -34,7 +35,7 @@ def rows(result: dict) -> list[dict]:
             m = as_dict(c.get("measured"))
             state = "fail" if c["status"] == "fail" else "error"
             note = (f"max rel error {m['max_rel']:.2g}" if isinstance(m.get("max_rel"), (int, float))
-                    else str(c.get("detail", ""))[:120])
+                    else cut(c.get("detail", ""), 120))
         out.append({"component": comp, "adapter": ADAPTER[comp], "state": state, "note": note,
                     "diagnosis": diag.get(comp), "detail": (c or {}).get("detail", "")})
     return out
@@ -65,10 +66,10 @@ def terminal_lines(result: dict, width: int, st) -> list[str]:
     lines.append(cur.rstrip())
     imports = next((c for c in result.get("checks") or [] if isinstance(c, dict) and c.get("id") == "lm-imports"), None)
     failed = ((imports or {}).get("data") or {}).get("import_failures") or []
-    mods = sorted({clean(n.get("missing_module") or n.get("error", "?"))[:60] for n in failed if isinstance(n, dict)})
+    mods = sorted({cut(clean(n.get("missing_module") or n.get("error", "?")), 60) for n in failed if isinstance(n, dict)})
     if mods:    # not an error by itself: only a component that uses the name fails (and then says so)
         text = f"  imports    not available: {', '.join(mods[:5])} (only code that uses them would fail)"
-        lines.append(st(text[:width], dim=True))
+        lines.append(st(cut(text, width), dim=True))
     return lines
 
 

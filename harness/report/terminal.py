@@ -17,6 +17,7 @@ import time
 
 from ..assignments import assignment_of
 from ..source import SubmissionError, code_cell_numbers, read_source
+from ..cut import cut
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
 from .text import as_dict
 
@@ -86,7 +87,7 @@ class Progress:
         text = f"{spin} mtxdiag {total:5.1f}s  {name}{extra}"
         visible = len(f"{frame} mtxdiag {total:5.1f}s  {self.name}{extra}")
         if visible >= width:     # never wrap: a wrapped line cannot be redrawn in place
-            text = f"{frame} mtxdiag {total:5.1f}s  {self.name}"[: max(width - 1, 10)]
+            text = cut(f"{frame} mtxdiag {total:5.1f}s  {self.name}", max(width - 1, 10))
         return text
 
     def _draw(self, frame: str):
@@ -109,7 +110,7 @@ class Progress:
         with self._lock:
             if self._done:
                 return
-            self.name, self.phase_t0, self.n = clean(name)[:80], time.monotonic(), self.n + 1
+            self.name, self.phase_t0, self.n = cut(clean(name), 80), time.monotonic(), self.n + 1
             if self.tty:
                 self._draw(self.frames[0])
                 self._start()
@@ -274,8 +275,7 @@ def width_for(stream) -> int | None:
 
 
 def _short(text, width) -> str:
-    text = " ".join(clean(text).split())
-    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+    return cut(" ".join(clean(text).split()), max(width, 2))
 
 
 def _wrap(first: str, text, width: int | None, indent: int) -> list[str]:

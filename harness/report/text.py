@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from ..cut import cut
+
 
 def as_dict(v: object) -> dict:
     """v when it is a dict, else an empty one: a result's parts are read without trusting their shape."""
@@ -16,7 +18,7 @@ def fmt_num(v) -> str:
         return f"{v:,}" if abs(v) >= 1000 else str(v)
     if isinstance(v, float):
         if not math.isfinite(v):
-            return str(v)
+            return "not a number" if math.isnan(v) else str(v)
         if v == 0:
             return "0"
         if abs(v) >= 1e5 or abs(v) < 1e-3:
@@ -37,7 +39,7 @@ def fmt_value(v, limit: int = 300) -> str:
         text = "[" + ", ".join(fmt_value(x, 40) for x in v[:12]) + (", …" if len(v) > 12 else "") + "]"
     else:
         text = str(v)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(text, limit)
 
 
 def measured_lines(v) -> list[str]:
@@ -49,8 +51,9 @@ def measured_lines(v) -> list[str]:
 
 
 def trunc(v, limit=4000) -> str:
-    """str(v) cut to limit characters; None is the empty string."""
-    return "" if v is None else str(v)[:limit]
+    """str(v) in at most limit characters, cut at a word's end and marked (harness/cut.py); None is the empty
+    string."""
+    return cut(v, limit)
 
 
 def reference_run_text() -> str:

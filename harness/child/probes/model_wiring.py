@@ -5,6 +5,7 @@ import ast
 
 import torch
 
+from ...cut import cut
 from ...checks import bound
 from ..intercept import watch
 from . import locate
@@ -220,7 +221,7 @@ def stateless(ctx):
                        if not k.startswith("_") and (k not in before or before[k] != id(v)))
     line = next((ctx.assignment_line(k) for k in new_attrs if ctx.assignment_line(k)), None)
     if raised is not None:
-        return [check("stateless-forward", "fail", {"error": str(raised)[:300]}, "the same output as a fresh copy",
+        return [check("stateless-forward", "fail", {"error": cut(raised, 300)}, "the same output as a fresh copy",
                       "the model raises on its second call with another length, though a fresh copy accepts it",
                       data={"attrs": new_attrs[:10]}, location=ctx.where(line or raised.line))]
     err = float((after_a - fresh).abs().max())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...cut import cut
 from ...checks import bound
 from ..intercept import watch
 from .base import Skip, StudentError, check, manual_seed, rnd
@@ -196,7 +197,7 @@ def long_inputs(ctx):
                 ctx.forward(model, src, tgt[:, :-1], where=f"forward at source length {L}")
             results[L] = "ok"
         except StudentError as e:
-            results[L] = str(e)[:200]
+            results[L] = cut(e, 200)
             failed = failed or (L, e)
     pe_len, pe_line = None, None
     for mod in model.modules():
@@ -209,7 +210,7 @@ def long_inputs(ctx):
     L, e = failed
     return [check("long-inputs", "fail", results, f"runs at every length up to max_len={max_len}",
                   f"fails at source length {L} (target input {L + 1}): {e}",
-                  data={"first_failure": L, "pe_len": pe_len, "error": str(e)[:300], "error_line": e.line},
+                  data={"first_failure": L, "pe_len": pe_len, "error": cut(e, 300), "error_line": e.line},
                   location=ctx.where(pe_line or e.line))]
 
 

@@ -15,6 +15,7 @@ import ast
 
 import torch
 
+from ...cut import cut
 from .base import Skip, StudentError, check, rnd
 from .common import batch, eval_model
 
@@ -189,12 +190,12 @@ def _all(ctx, model, run) -> list:
     try:
         run()
     except StudentError as e:
-        raise Skip(f"the forward pass raises ({str(e)[:200]}): structure is not measured") from None
+        raise Skip(f"the forward pass raises ({cut(e, 200)}): structure is not measured") from None
     out = [_stack_check(ctx, model)]
     for fn in (_attention_roles, _affine_check):
         try:
             out.append(fn(ctx, model, run))
         except StudentError as e:
             out.append(check({_attention_roles: "distinct-attention", _affine_check: "ffn-nonlinear"}[fn], "skip",
-                             None, "", f"could not be measured: {str(e)[:200]}"))
+                             None, "", f"could not be measured: {cut(e, 200)}"))
     return out

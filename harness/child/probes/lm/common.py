@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ....cut import cut
 from ... import lm_loader, trusted
 from ....lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from .diag.inputs import raised_by_torch
@@ -154,7 +155,7 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
     """The component's check for an exception raised by the student's code (adapter or a class it returned)."""
     name = ADAPTER[comp]
     kind = classify(exc)
-    msg = f"{type(exc).__name__}: {str(exc)[:400]}"
+    msg = f"{type(exc).__name__}: {cut(exc, 400)}"
     loc = student_location(exc.__traceback__)
     relocated = interface_location(exc, lm_loader.STATE.files)   # the line to change if it is an interface problem
     called = module_called(exc, lm_loader.STATE.files)
@@ -167,7 +168,7 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
         loc = relocated or loc
         sides = interface_sides(exc, lm_loader.STATE.files)
     data = {"component": comp, "kind": kind, "adapter": name, "case": case, "exception": type(exc).__name__,
-            "message": msg[:1000], "where": f"{name}(...)", "timeout": kind == "timeout"}
+            "message": cut(msg, 1000), "where": f"{name}(...)", "timeout": kind == "timeout"}
     if kind == "interface" and sides:
         data["sides"] = sides
     if relocated and kind == "error":       # the parent uses it if the diagnosis turns out to be the interface
@@ -178,8 +179,8 @@ def exception_outcome(comp: str, exc: BaseException, case: str) -> Outcome:
     if kind == "missing-module":
         data["missing_module"] = getattr(exc, "name", None)
         data["imports"] = [n for n in lm_loader.STATE.notes if n.get("missing_module") == data["missing_module"]][:5]
-    return Outcome(check(f"lm-{comp}", "error", {"exception": type(exc).__name__, "message": msg[:300]},
-                         "runs without raising", f"{name} raised {msg[:300]} on {case}", data=data, location=loc))
+    return Outcome(check(f"lm-{comp}", "error", {"exception": type(exc).__name__, "message": cut(msg, 300)},
+                         "runs without raising", f"{name} raised {cut(msg, 300)} on {case}", data=data, location=loc))
 
 
 def as_plain(out, comp: str, case: str, ctx=None):
@@ -311,7 +312,7 @@ def _robustness(ctx, comp, ref, cases) -> list[dict]:
         try:
             row = _one_case(ctx, comp, ref, desc, build)
         except Outcome as o:
-            out.append({"case": desc, "problem": str(o.check.get("detail", ""))[:300],
+            out.append({"case": desc, "problem": cut(o.check.get("detail", ""), 300),
                         "location": o.check.get("location")})
             continue
         if not row["ok"]:

@@ -12,6 +12,7 @@ import types
 
 import torch
 
+from ....cut import cut
 from .common import MARGIN, RTOL, RTOL_DEFAULT, Outcome, as_plain, call, to64
 
 DRAWS = 5
@@ -73,7 +74,7 @@ def match_cases(ctx, comp: str, make) -> dict | None:
             d = o.check.get("data") or {}
             if d.get("kind") != "error" or not d.get("exception"):      # None, a timeout, an interface error
                 raise
-            return ("raised", str(d.get("message", ""))[:300])
+            return ("raised", cut(d.get("message", ""), 300))
     try:      # the student's outputs on every draw (None or a timeout now: no fingerprint)
         drawn = [[(desc, build, student(build, desc)) for desc, build in make(ctx.seed + 7919 * d)
                   if not beyond_course(desc)]
@@ -108,7 +109,7 @@ def _run(fn, args, raised: bool = False):
     except Exception as e:               # noqa: BLE001 - our own mutant, on the student's inputs
         if not raised:
             raise
-        return ("raised", f"{type(e).__name__}: {str(e)[:400]}"[:300])
+        return ("raised", cut(f"{type(e).__name__}: {cut(e, 400)}", 300))
     return out.detach() if isinstance(out, torch.Tensor) else out
 
 

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from ....cut import cut
 from .common import ADAPTER, Outcome, as_plain, call, gen, reference
 
 ROPE_L, ROPE_D, ROPE_THETA, ROPE_MAX = 32, 16, 10000.0, 64
@@ -37,11 +38,11 @@ def _guarded(ctx, key: str, comp: str, fn, before=()):
         ctx.artifacts[key] = fn()
         ctx.artifacts[key]["ms"] = round(1000 * (time.perf_counter() - t), 1)
     except Outcome as o:
-        ctx.artifacts[key] = {"skipped": f"{ADAPTER[comp]}: {str(o.check.get('detail', ''))[:200]}"}
+        ctx.artifacts[key] = {"skipped": f"{ADAPTER[comp]}: {cut(o.check.get('detail', ''), 200)}"}
     except MemoryError:
         raise
     except Exception as e:   # the harness's own bug must not cost the property checks that already ran
-        ctx.artifacts[key] = {"skipped": f"not measured (internal error {type(e).__name__}: {str(e)[:120]})"}
+        ctx.artifacts[key] = {"skipped": f"not measured (internal error {type(e).__name__}: {cut(e, 120)})"}
 
 
 def rope_scores(ctx, before=()):

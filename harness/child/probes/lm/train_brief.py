@@ -28,6 +28,7 @@ import sys
 import numpy as np
 import torch
 
+from ....cut import cut
 from ... import lm_loader
 from ..base import StudentError, check, manual_seed, rnd
 from .common import reference, student_location
@@ -316,8 +317,8 @@ def brief_training(ctx):
             raise
         # not measured: an adapter that raises here raises on its own check too, which says why (a skip, so that
         # one exception is not a second diagnosis); where it raised stays in the check
-        return [check("lm-training", "skip", {"error": f"{type(e.exc).__name__}: {str(e.exc)[:200]}"}, "",
-                      f"not trained: {e.where} raised {type(e.exc).__name__}: {str(e.exc)[:300]}",
+        return [check("lm-training", "skip", {"error": f"{type(e.exc).__name__}: {cut(e.exc, 200)}"}, "",
+                      f"not trained: {e.where} raised {type(e.exc).__name__}: {cut(e.exc, 300)}",
                       data={"kind": "error", "could_not_measure": "the student's code raised"},
                       location=student_location(e.exc.__traceback__))]
     except NotMeasured as e:

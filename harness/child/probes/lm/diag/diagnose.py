@@ -23,6 +23,7 @@ import time
 import numpy as np
 import torch
 
+from .....cut import cut
 from .....causes import lm_decide
 from . import interface, properties, properties_train  # noqa: F401 - registers the training properties
 from .fingerprint import match, outputs, reference_fn
@@ -88,7 +89,7 @@ def measure_component(component: str, student_fn, timings: dict | None = None) -
             return jsonable(_measure(comp, student_fn, {} if timings is None else timings))
     except Exception as e:                                   # noqa: BLE001 - a diagnosis must not crash a check
         return jsonable({"component": comp, "adapter": ADAPTER[comp], "status": "fail", "draws": CHECK_DRAWS,
-                         "internal_error": f"{type(e).__name__}: {str(e)[:200]}"})
+                         "internal_error": f"{type(e).__name__}: {cut(e, 200)}"})
 
 
 def _measure(comp, student_fn, timings) -> dict:
@@ -112,7 +113,7 @@ def _measure(comp, student_fn, timings) -> dict:
         try:
             return measure()
         except Exception as e:                               # noqa: BLE001 - recorded as not measured
-            not_measured[name] = f"{type(e).__name__}: {str(e)[:200]}"
+            not_measured[name] = f"{type(e).__name__}: {cut(e, 200)}"
             return None
         finally:
             timings[name] = time.perf_counter() - t

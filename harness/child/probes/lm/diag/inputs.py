@@ -22,6 +22,7 @@ import os
 import numpy as np
 import torch
 
+from .....cut import cut
 from ..... import lm_table
 
 # component -> adapter name, in the registry's spelling (mha_rope); the table is harness/lm_table.py
@@ -242,9 +243,9 @@ def run_case(call, fn):
     except NotImplementedError as e:
         if not raised_by_torch(e):                          # the student's own `raise NotImplementedError`
             return "not-implemented"
-        return f"raised NotImplementedError: {str(e)[:300]}"  # e.g. a kernel missing for an integer dtype
+        return f"raised NotImplementedError: {cut(e, 300)}"  # e.g. a kernel missing for an integer dtype
     except Exception as e:                                   # noqa: BLE001 - the student's exception is data
-        return f"raised {type(e).__name__}: {str(e)[:300]}"
+        return f"raised {type(e).__name__}: {cut(e, 300)}"
     if out is None:
         return "returned None"
     outs = out if isinstance(out, (list, tuple)) else [out]

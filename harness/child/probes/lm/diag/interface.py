@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from .....cut import cut
 from .inputs import ADAPTER, cases, difference, run_case, tolerance
 
 _MISSING = re.compile(r'Missing key\(s\) in state_dict: ([^\n]*)')
@@ -114,12 +115,12 @@ def from_exception(component: str, message: str, args=(), names=()) -> dict | No
         return _finding([f"your code looks up the key '{key}', which the weights given to "
                          f"{ADAPTER[component]} do not have{hint}"], "key-lookup")
     if any(t in low for t in _INTEGER):
-        return _finding([f"{kind}: {text[:200]} - a parameter or tensor was created with an integer dtype "
+        return _finding([f"{kind}: {cut(text, 200)} - a parameter or tensor was created with an integer dtype "
                          "(e.g. the token ids' dtype); parameters take the weights' floating dtype"], "integer-dtype")
     if "error(s) in loading state_dict" in low:
-        return _finding([f"{kind}: {text[:300]}"], "state-dict")
+        return _finding([f"{kind}: {cut(text, 300)}"], "state-dict")
     if kind == "TypeError" and ("positional argument" in low or "unexpected keyword" in low or "got multiple" in low):
-        return _finding([f"{kind}: {text[:200]} - the adapter calls your code with arguments it does not take"],
+        return _finding([f"{kind}: {cut(text, 200)} - the adapter calls your code with arguments it does not take"],
                         "arguments")
     return None
 
@@ -138,7 +139,7 @@ def _size_from_scalar(text, args, names) -> dict | None:
             for factor, how in ((1, ""), (0.5, " / 2")):
                 if size > 2 and abs(size - a * factor) < 0.5:
                     return _finding([f"a tensor has size {size} = {name}{how} ({name} = {a:g}): {name} was used "
-                                     "where a size belongs (arguments passed in the wrong order?)", text[:200]],
+                                     "where a size belongs (arguments passed in the wrong order?)", cut(text, 200)],
                                     "swapped-arguments")
     return None
 
