@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import __version__, reached
+from . import __version__, reached, reference_curves
 from .assignments import DEFAULT, assignment_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
@@ -291,6 +291,8 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
     if p["coverage"]:          # check --repair only: which functions each probe ran (repair/verify.py reads it)
         base["coverage"] = p["coverage"]
     base["assignment"] = p["assignment"] or base["assignment"] or DEFAULT.name
+    ref = reference_curves.load() if assignment_of(base["assignment"]).trains else None
+    reference_curves.fill_expected(base["checks"], ref)   # the child never reads the reference's measurements
     load = p["load"] or {}
     if not load.get("ok"):
         kind = LOAD_KIND_TO_CAUSE.get(load.get("kind"), "definition-error")
@@ -318,8 +320,6 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
     base["verdict"] = verdict(base["diagnoses"])
     _grader_lacks_allowed(base)
     if assignment_of(base["assignment"]).trains and base["artifacts"].get("training"):
-        from .reference_curves import load
-        ref = load()
         if ref:  # the reference's own brief training, same steps and seed: the report draws both
             base["reference"] = {"training": ref.get("training"), "decode_accuracy": ref.get("decode_accuracy"),
                                  "cross_attn_pattern": ref.get("cross_attn_pattern")}

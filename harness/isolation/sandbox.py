@@ -7,7 +7,8 @@ view of only what Python needs (the interpreter's prefix, site-packages,
 /tmp, /var/tmp and /dev/shm (SCRATCH_MB), and a single writable folder of
 the host, the run's own work folder that holds a copy of the submission. The harness
 and the reference model are visible read-only as a snapshot of their .py
-files (no rubric, no templates, no other file of the repository), under
+files and of the few data files the child reads (CHILD_DATA: lm's trained
+checkpoint; no rubric, no templates, no other file of the repository), under
 /opt/mtxdiag. Other students' folders, the grading output, the home folder
 and the repository are simply not there. The sandbox dies with its parent.
 
@@ -262,8 +263,15 @@ def _supports(flag: str) -> bool:
     return flag in _state[key]
 
 
+# The data files the child reads, beside the .py files (each package's own folder). Only these: the grader's other
+# files (the rubric, the report templates, the reference's measured brief training) stay out of the sandbox; the
+# parent reads them (engine fills the reference's numbers into the checks that compare with them).
+CHILD_DATA = {"reference_model": ("lm_tiny.pt", "lm_tiny.json")}   # lm's trained checkpoint: probes/lm/components
+
+
 def runtime_snapshot() -> Path:
-    """A private copy of the .py files of `harness`, `reference_model` and `mutants` (made once per process)."""
+    """A private copy of the .py files of `harness`, `reference_model` and `mutants`, and of CHILD_DATA (made once
+    per process)."""
     with _lock:
         snap = _state.get("snapshot")
         if snap and snap.exists():
@@ -274,7 +282,8 @@ def runtime_snapshot() -> Path:
         import reference_model
         for pkg in (harness, reference_model, mutants):
             src = Path(pkg.__file__).resolve().parent
-            for f in list(src.rglob("*.py")) + list(src.glob("*.pt")):   # *.pt: lm's trained checkpoint
+            data = [src / name for name in CHILD_DATA.get(src.name, ())]
+            for f in list(src.rglob("*.py")) + [f for f in data if f.is_file()]:
                 if "__pycache__" in f.parts:
                     continue
                 dst = snap / src.name / f.relative_to(src)
@@ -282,8 +291,9 @@ def runtime_snapshot() -> Path:
                 shutil.copyfile(f, dst)
         for d in [snap] + [p for p in snap.rglob("*") if p.is_dir()]:
             os.chmod(d, 0o755)
-        for f in snap.rglob("*.py"):
-            os.chmod(f, 0o444)
+        for f in snap.rglob("*"):
+            if f.is_file():
+                os.chmod(f, 0o444)
         atexit.register(shutil.rmtree, snap, True)
         _state["snapshot"] = snap
         return snap

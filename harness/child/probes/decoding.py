@@ -97,8 +97,9 @@ def brief_training(ctx):
         decode = ctx.module.greedy_decode
         acc = _exact_match(ctx, model, decode, 200, 4, 10, 40)
         ctx.cache["accuracy"] = acc
-        checks.append(check("decode-accuracy", "info", rnd(acc, 3),
-                            f"reference after the same training: {_reference('decode_accuracy')}",
+        # the expectation is the reference's accuracy after the same training: the parent fills it in
+        # (harness/reference_curves.fill_expected; the sandbox holds no copy of the reference's measurements)
+        checks.append(check("decode-accuracy", "info", rnd(acc, 3), "",
                             "exact-match greedy reversal of 200 fresh sequences of length 4-10"))
     checks += _cross_pattern(ctx, model)
     return checks
@@ -152,12 +153,6 @@ def _own_decode(ctx, model, src, T):
         w = w.reshape(-1, *w.shape[-2:]) if w.dim() >= 3 else w[None]
         layers.append([[rnd(v, 3) for v in r] for r in w.float().mean(0).tolist()])
     return {"decoded": ys[0].tolist(), "layers": layers}
-def _reference(key: str):
-    """The reference's own brief training, same steps and seed (reference_model/brief_training.json)."""
-    from ...reference_curves import load
-    return (load() or {}).get(key)
-
-
 def _cross_pattern(ctx, model):
     """Cross-attention on one 6-token source: mass on the anti-diagonal vs the diagonal, per layer and head."""
     src, tgt = batch(ctx, 1, 6, 6, seed_offset=50)
@@ -185,7 +180,6 @@ def _cross_pattern(ctx, model):
     if own:
         ctx.artifacts["cross_attention"]["own"] = own
     return [check("cross-attn-pattern", "info", {"anti_diagonal": rnd(anti, 3), "diagonal": rnd(diag, 3), "kind": kind},
-                  f"anti-diagonal (reference after the same training: "
-                  f"{(_reference('cross_attn_pattern') or {}).get('anti_diagonal')} of the mass)",
+                  "anti-diagonal",             # the parent adds the reference's mass (reference_curves)
                   f"layer {best + 1}, mean over heads: {anti:.2f} of the attention on the anti-diagonal, "
                   f"{diag:.2f} on the diagonal ({kind})")]
