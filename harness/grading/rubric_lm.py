@@ -3,7 +3,7 @@
 A result's components are its `lm-<component>` checks (one per adapter, lm_table.COMPONENTS); the other
 `lm-` checks (properties such as lm-rope-identity-at-0, causality, imports) are evidence that names how a
 component is wrong, never components themselves. Each component earns the points of the rubric's [lm]
-table (harness/rubric_default.toml documents it):
+table (harness/grading/rubric_default.toml documents it):
 
     pass                      all its points
     not implemented, not run  none
