@@ -14,7 +14,7 @@ from .causes import lm_decide
 from .causes.base import Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
-from .cut import cut
+from .readable import cut
 from .outcome import ChildOutcome, stack_line
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .cut import cut
+from .readable import cut
 
 MAX_NODES = 200_000
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .cut import cut
+from .readable import cut
 from .isolation import memwatch
 from . import paths
 from .isolation import sandbox

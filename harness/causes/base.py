@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..assignments import SINGLE_FILE
+from ..readable import num, plain
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,8 @@ SHAPE_ERRORS = ("must match the size", "size of tensor", "expected size", "shape
 def say(c: dict) -> str:
     """One evidence line: measured vs expected, in numbers."""
     m = c.get("measured")
-    if isinstance(m, float):
-        m = f"{m:.4g}"
-    text = f"{c['id']}: measured {m}"
+    shown = num(m) if isinstance(m, float) else m if isinstance(m, str) else plain(m)   # never None, never nan
+    text = f"{c['id']}: measured {shown}"
     if c.get("expected"):
         text += f", expected {c['expected']}"
     if c.get("detail"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..cut import cut
+from ..readable import cut
 from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER, COMPONENTS
 from .base import Cause, Finding, say

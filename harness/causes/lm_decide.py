@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from ..cut import cut
+from ..readable import cut
 from ..lm_table import ADAPTER as _TABLE, DEPS, registry_name
 from ..lm_property_causes import PROPERTY_CAUSES
 
@@ -86,14 +86,14 @@ def _plain(v, depth=0):
     if v is None or isinstance(v, (bool, int, float)):
         return v
     if isinstance(v, str):
-        return v[:300]
+        return cut(v, 300)
     if isinstance(v, list) and depth < 3:
         return [_plain(x, depth + 1) for x in v[:32]]
     return None
 
 
 def _texts(v, n=8, size=1000) -> list[str]:
-    return [x[:size] for x in v[:n] if isinstance(x, str)] if isinstance(v, list) else []
+    return [cut(x, size) for x in v[:n] if isinstance(x, str)] if isinstance(v, list) else []
 
 
 def _shape(v):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 
-from ..cut import cut
+from ..readable import cut
 from ..assignments import assignment_of
 from ..identity import GRADER_PREFIXES, is_grader_name
 

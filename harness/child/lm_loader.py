@@ -19,7 +19,7 @@ import os
 import sys
 import types
 
-from ..cut import cut
+from ..readable import cut
 from . import lm_paths
 from ..assignments import AUTO, LM, assignment_of
 from ..identity import GRADER_PREFIXES

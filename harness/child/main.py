@@ -27,7 +27,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from ..cut import cut
+from ..readable import cut
 from .. import assignments
 from .integrity import add_integrity, guarded_context, tamper_check
 from ..protocol import (EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits,

@@ -17,7 +17,7 @@ import ast
 import builtins
 import re
 
-from ..cut import cut
+from ..readable import cut
 from .loader import SAFE_CALLS, _dotted, _reads, _walk_outside_lambdas, load_limit
 
 EVAL_TIMEOUT_S = 5.0        # one statement that only builds objects: far under a second when it is what it seems

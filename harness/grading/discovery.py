@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from .. import __version__
 from ..assignments import REPOSITORY, for_folder
 from ..limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S

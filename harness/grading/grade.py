@@ -33,7 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from .. import __version__
 from . import gradebook
 from . import rubric as rubric_mod

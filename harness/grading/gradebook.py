@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from ..cut import cut
+from ..readable import cut
 from .. import __version__
 
 CSV_FIELDS = ("student", "score", "max_score", "verdict", "fault", "integrity", "causes", "seconds", "reason")

@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from .. import __version__
 from . import rubric as rubric_mod
 from ..api import write_json_atomic

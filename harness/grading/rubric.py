@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from ..assignments import ALL, assignment_of
 
 if sys.version_info >= (3, 11):

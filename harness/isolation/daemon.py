@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from ..identity import PACKAGES
 from ..outcome import ChildOutcome
 from ..protocol import CheckSpec

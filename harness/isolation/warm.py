@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..cut import cut
+from ..readable import cut
 from . import confine, sandbox, scratch
 from ..protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 

@@ -19,7 +19,7 @@ import os
 import re
 import time
 
-from ..cut import cut
+from ..readable import cut
 from ..checks import DECLARED, PROBE_OF
 from ..checks import passes as _passes
 from .. import reached

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..assignments import assignment_of
-from ..cut import cut
+from ..readable import cut
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
 from .text import as_dict

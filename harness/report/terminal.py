@@ -16,8 +16,8 @@ import threading
 import time
 
 from ..assignments import assignment_of
+from ..readable import cut
 from ..source import SubmissionError, code_cell_numbers, read_source
-from ..cut import cut
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
 from .text import as_dict
 
@@ -402,7 +402,7 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
     return text
 
 
-ASCII_FALLBACK = str.maketrans({"…": "...", "│": "|", "·": "-"})
+ASCII_FALLBACK = str.maketrans({"…": "...", "│": "|", "·": "-", "—": "-"})
 
 
 def report_line(html_path, color: bool | None = None) -> str:

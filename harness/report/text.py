@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..cut import cut
+from ..readable import cut
 
 
 def as_dict(v: object) -> dict:
@@ -51,7 +51,7 @@ def measured_lines(v) -> list[str]:
 
 
 def trunc(v, limit=4000) -> str:
-    """str(v) in at most limit characters, cut at a word's end and marked (harness/cut.py); None is the empty
+    """str(v) in at most limit characters, cut at a word's end and marked (harness/readable.py); None is the empty
     string."""
     return cut(v, limit)
 

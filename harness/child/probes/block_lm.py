@@ -7,6 +7,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from ...readable import num
 from .base import ProbeTimeout, Skip, check, manual_seed, rnd
 from .block import causal_form, make_block, output_tensor
 
@@ -123,7 +124,7 @@ def lm(ctx):
                   f">= {LM_ACC_MIN} per-digit accuracy of greedy generation (chance 0.1)",
                   f"embedding + positional_encoding + {LM_LAYERS} causal TransformerBlock({LM_D}, {LM_HEADS}, "
                   f"{LM_FF}) + Linear, {len(losses)} Adam steps of {LM_BATCH} sequences 'digits | reversed "
-                  f"digits': loss {first:.3f} -> {last:.3f}; generating the reversed half: {acc:.0%} of digits "
+                  f"digits': loss {num(first, '.3f')} -> {num(last, '.3f')}; generating the reversed half: {acc:.0%} of digits "
                   f"right (teacher-forced: {tf_acc:.0%})" +
                   (f"; training was cut short after {seconds:.0f} s, so a low accuracy is not judged" if cut_short
                    else ""),

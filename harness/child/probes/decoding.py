@@ -1,9 +1,12 @@
 """greedy_decode, and what a briefly trained model does: accuracy, cross-attention pattern."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...checks import value
+from ...readable import num
 from ..intercept import attention_weights, watch
 from .base import Skip, check, manual_seed, rnd
 from .common import PAD, batch, eval_model, kwargs_for
@@ -172,7 +175,8 @@ def _cross_pattern(ctx, model):
         out.append((float(anti.mean()), float(diag.mean())))
     best = max(range(len(out)), key=lambda i: out[i][0])
     anti, diag = out[best]
-    kind = "anti-diagonal" if anti > 0.3 and anti > 2 * diag else "diagonal" if diag > 0.3 and diag > 2 * anti else \
+    kind = "not finite" if not math.isfinite(anti + diag) else \
+        "anti-diagonal" if anti > 0.3 and anti > 2 * diag else "diagonal" if diag > 0.3 and diag > 2 * anti else \
         "uniform" if max(anti, diag) < 1.5 / L else "mixed"
     ctx.artifacts["cross_attention"] = {"src": src[0].tolist(), "tgt_in": tgt_in[0].tolist(), "layers": layers,
                                         "pred": logits[0].argmax(-1).tolist(), "teacher_forced": True}
@@ -181,5 +185,5 @@ def _cross_pattern(ctx, model):
         ctx.artifacts["cross_attention"]["own"] = own
     return [check("cross-attn-pattern", "info", {"anti_diagonal": rnd(anti, 3), "diagonal": rnd(diag, 3), "kind": kind},
                   "anti-diagonal",             # the parent adds the reference's mass (reference_curves)
-                  f"layer {best + 1}, mean over heads: {anti:.2f} of the attention on the anti-diagonal, "
-                  f"{diag:.2f} on the diagonal ({kind})")]
+                  f"layer {best + 1}, mean over heads: {num(anti, '.2f')} of the attention on the anti-diagonal, "
+                  f"{num(diag, '.2f')} on the diagonal ({kind})")]

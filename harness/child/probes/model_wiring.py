@@ -5,7 +5,7 @@ import ast
 
 import torch
 
-from ...cut import cut
+from ...readable import cut
 from ...checks import bound
 from ..intercept import watch
 from . import locate

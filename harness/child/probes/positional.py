@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ...cut import cut
+from ...readable import cut
 from ...checks import bound
 from ..intercept import watch
 from .base import Skip, StudentError, check, manual_seed, rnd

@@ -15,7 +15,7 @@ import ast
 
 import torch
 
-from ...cut import cut
+from ...readable import cut
 from .base import Skip, StudentError, check, rnd
 from .common import batch, eval_model
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ....cut import cut
+from ....readable import cut
 from ... import lm_loader, trusted
 from ....lm_table import ADAPTER, COMPONENTS, DEPS  # noqa: F401  (re-exported for the probes)
 from .diag.inputs import raised_by_torch

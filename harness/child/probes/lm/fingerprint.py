@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from ....cut import cut
+from ....readable import cut
 from .common import MARGIN, RTOL, RTOL_DEFAULT, Outcome, as_plain, call, to64
 
 DRAWS = 5

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from ....cut import cut
+from ....readable import cut
 from .common import ADAPTER, Outcome, as_plain, call, gen, reference
 
 ROPE_L, ROPE_D, ROPE_THETA, ROPE_MAX = 32, 16, 10000.0, 64

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 import torch
 
-from ....cut import cut
+from ....readable import cut, num
 from ... import lm_loader
 from ..base import StudentError, check, manual_seed, rnd
 from .common import reference, student_location
@@ -283,7 +283,7 @@ def brief_training(ctx):
         fit_end = fit["loss"][-1] if fit["loss"] and not fit["nan"] else math.inf
         problems = []
         if not (math.isfinite(first) and abs(first - math.log(vocab)) <= FIRST_LOSS_TOL):
-            problems.append(f"the first loss is {first:.3g}; a model at initialisation guesses about uniformly: "
+            problems.append(f"the first loss is {num(first, '.3g')}; a model at initialisation guesses about uniformly: "
                             f"ln({vocab}) = {math.log(vocab):.3g} (+- {FIRST_LOSS_TOL:g})")
         for name, run in (("the corpus", curve), ("one batch", fit)):
             if run["nan"]:

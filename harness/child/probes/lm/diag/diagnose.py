@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from .....cut import cut
+from .....readable import cut
 from .....causes import lm_decide
 from . import interface, properties, properties_train  # noqa: F401 - registers the training properties
 from .fingerprint import match, outputs, reference_fn

@@ -22,7 +22,7 @@ import os
 import numpy as np
 import torch
 
-from .....cut import cut
+from .....readable import cut
 from ..... import lm_table
 
 # component -> adapter name, in the registry's spelling (mha_rope); the table is harness/lm_table.py

@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from .....cut import cut
+from .....readable import cut
 from .inputs import ADAPTER, cases, difference, run_case, tolerance
 
 _MISSING = re.compile(r'Missing key\(s\) in state_dict: ([^\n]*)')

@@ -6,7 +6,11 @@ output position depends on and name the causal-mask bug the pattern shows.
 """
 from __future__ import annotations
 
+import math
+
 import torch
+
+from .....readable import num
 
 
 class Skip(Exception):
@@ -25,7 +29,8 @@ def run(fn, *args, **kw):
 
 
 def prop(pid, component, what, measured, expected, passed, cause=None, confidence=0.6):
-    measured = round(float(measured), 6) if isinstance(measured, float) else measured
+    if isinstance(measured, float):      # a NaN or an infinity is written out: never 'nan' in the report
+        measured = round(measured, 6) if math.isfinite(measured) else num(measured)
     return {"id": pid.replace("_", "-"), "component": component, "what": what, "measured": measured,
             "expected": expected, "passed": bool(passed), "cause": None if passed else cause,
             "confidence": 0.0 if passed else confidence}

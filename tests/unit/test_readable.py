@@ -1,9 +1,9 @@
-"""harness/cut.py: a shortened text ends at a word's end and says it was shortened (issue: "(nothing correc")."""
+"""harness/readable.py: a shortened text ends at a word's end and says it was shortened (issue: "(nothing correc")."""
 from __future__ import annotations
 
 import pytest
 
-from harness.cut import MARK, cut
+from harness.readable import MARK, cut
 from harness.report import terminal
 from harness.report.text import fmt_value, trunc
 
@@ -45,3 +45,21 @@ def test_the_report_helpers_cut_at_words():
     assert trunc(text, 30) == "the forward pass raised" + MARK
     assert terminal._short(text, 30) == "the forward pass raised" + MARK
     assert fmt_value(float("nan")) == "not a number"
+
+
+def test_a_number_never_reads_nan():
+    from harness.readable import NOT_A_NUMBER, num
+    assert num(float("nan"), ".2f") == NOT_A_NUMBER
+    assert num(float("-inf")) == "-inf" and num(0.4531, ".2f") == "0.45" and num(3) == "3"
+    assert num(None) == "—"
+
+
+def test_a_measured_value_never_reads_none_or_nan():
+    from harness.causes.base import say
+    from harness.readable import plain
+    assert plain({"upper_max": None, "rows": [0.5, float("nan")], "kind": "mixed", "ok": True}) == \
+        "{'upper_max': —, 'rows': [0.5, not a number], 'kind': 'mixed', 'ok': True}"
+    assert plain((1,)) == "(1,)"
+    assert say({"id": "x", "measured": None, "expected": "0"}) == "x: measured —, expected 0"
+    assert say({"id": "x", "measured": float("nan")}) == "x: measured not a number"
+    assert say({"id": "x", "measured": {"a": 1, "b": "c"}}) == "x: measured {'a': 1, 'b': 'c'}"     # as before
