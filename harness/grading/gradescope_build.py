@@ -115,7 +115,7 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
 
 # what setuptools needs that an installed distribution's metadata does not say (the project's pyproject:
 # tests/unit/test_gradescope_pyproject.py holds these to it)
-PACKAGES_FIND = {"include": ["harness", "harness.*", "reference_model", "reference_model.*", "mutants", "mutants.*"]}
+PACKAGES_FIND = {"include": [name for pkg in PACKAGES for name in (pkg, f"{pkg}.*")]}
 PACKAGE_DATA = {"harness": ["report/templates/*.html", "grading/rubric_default.toml"],
                 "reference_model": ["*.json", "*.pt"]}
 _EXTRA = re.compile(r"""\s*(?:\band\s+)?\bextra\s*==\s*["']([^"']+)["']""")
