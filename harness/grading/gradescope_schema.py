@@ -21,7 +21,7 @@ TEST_KEYS = frozenset({"score", "max_score", "status", "name", "name_format", "n
                        "tags", "visibility", "extra_data"})
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 FORMATS = ("text", "html", "simple_format", "md", "ansi")
-STATUSES = ("passed", "failed")
+TEST_STATUSES = ("passed", "failed")
 _HTML = re.compile(r"(?<!\\)<[A-Za-z/!?]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -88,7 +88,7 @@ def _test(i: int, t: object, default_format: object, out: list[str]) -> None:
             out.append(f"{where}{k} is missing or not a finite number: {t.get(k)!r}")
     if "output" in t and not isinstance(t["output"], str):
         out.append(f"{where}output is not a string")
-    if "status" in t and t["status"] not in STATUSES:
+    if "status" in t and t["status"] not in TEST_STATUSES:
         out.append(f"{where}status is {t['status']!r}, not passed or failed")
     if "number" in t and not isinstance(t["number"], str):
         out.append(f"{where}number is not a string")
