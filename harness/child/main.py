@@ -209,7 +209,7 @@ def main(argv=None):
     from . import side as child_side, loader
     from .capture import capture
     from .probes import select
-    from .probes.base import Context, ProbeTimeout, Skip, StudentError, check, seed_all
+    from .probes.base import Context, NotRun, ProbeTimeout, Skip, StudentError, check, seed_all
     # the child's fixed costs before the submission loads (bench/profile_check.py reads them)
     startup = {"torch_import_s": t_torch - t_start, "dynamo_import_s": t_dynamo - t_torch, "calibrate_s": t_cal - t_dynamo,
                "probe_imports_s": time.perf_counter() - t_cal}
@@ -303,6 +303,8 @@ def main(argv=None):
                 checks = on_demand.run_probe(lambda: probe.fn(ctx), module.__dict__, source, Skip)
             if not isinstance(checks, list):
                 raise TypeError(f"probe {probe.id} returned {type(checks).__name__}")
+        except NotRun as e:     # left out by the run's options (--quick), not a model it could not measure
+            checks = [check(probe.id, "skip", None, "", _safe_str(e), data={"not_run": True})]
         except Skip as e:
             checks = [check(probe.id, "skip", None, "", _safe_str(e))]
         except StudentError as e:

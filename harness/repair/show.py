@@ -21,7 +21,15 @@ def summary(repair: dict | None, numbers: bool = True) -> str | None:
     return head + (("; " + "; ".join(repair.get("changes") or [])) if numbers else "") + \
         "; every other check unchanged" + (f" (could not measure on the patched file: {', '.join(skipped)})"
                                            if skipped else "") + \
-        (f" ({len(carried)} probes that never ran the edited code not re-run)" if carried else "")
+        (f" ({len(carried)} probes that never ran the edited code not re-run)" if carried else "") + \
+        not_rerun_text(repair)
+
+
+def not_rerun_text(repair: dict) -> str:
+    """What a verified repair's re-check did not run (a full check's training probes, which the quick re-check
+    leaves out): neither compared nor counted as passing."""
+    left = repair.get("not_rerun") or []
+    return f" (not re-run by the quick re-check, not compared: {', '.join(left)})" if left else ""
 
 
 def diff_lines(repair: dict | None) -> list[str]:

@@ -3,9 +3,12 @@
 `recheck(code, only, extra, gate)` runs the normal check path (same sandbox, limits, warm worker) on a copy of
 the submission holding `code`: `only` = just these probes, else the quick suite plus `extra`; `gate` = the
 checks the candidate must pass, the re-check stopping at the first that does not (Limits.gate). A candidate is
-*verified* when every failed check the diagnosis cites now passes and no passing re-run check fails, errs or
-skips (other failures that went are listed as also_fixed; a pass that cannot measure the patched model is a
-change too: nothing else may move, not even from measured to unmeasured). Two stages keep it cheap: the
+*verified* when every failed check the diagnosis cites now passes and no check both runs measured got worse: no
+passing re-run check fails, errs or skips (other failures that went are listed as also_fixed; a pass that cannot
+measure the patched model is a change too: nothing else may move, not even from measured to unmeasured). What
+the re-check did not run is no change and never a pass: a probe it left out or stopped before, or one its
+options left out (a check with data.not_run: the training probes of a full check, which the quick re-check
+reports as not run), is listed as not_rerun. Two stages keep it cheap: the
 cited checks' probes alone first, a screen (most edits fail there, in well under a second), then the probes the
 edit can reach (reached.py, affects.py; else the quick suite), the cited ones again among them in the suite's
 order, which is what the result takes; the first candidate, usually the repair, goes to them at once. A
@@ -24,6 +27,7 @@ from ..checks import DECLARED, PROBE_OF
 from ..checks import passes as _passes
 from .. import reached
 from . import affects, catalogue, edit
+from .show import not_rerun_text
 
 OWNERS: dict[str, set] = {}            # a check id -> every probe that declares it (a few ids are shared)
 for _probe, _checks in DECLARED.items():
@@ -49,15 +53,28 @@ def _probes(ids) -> list[str]:
     return sorted({PROBE_OF.get(i, i) for i in ids})
 
 
+def not_run(c) -> bool:
+    """A check its run's options left out (data.not_run: --quick's training probes): nothing was measured."""
+    return isinstance(c, dict) and bool((c.get("data") or {}).get("not_run"))
+
+
+def measured_probes(after: dict) -> set:
+    """The probes a run measured: those it reports on, less those its options left out (not_run)."""
+    return {PROBE_OF.get(i, i) for i, c in after.items() if not not_run(c)}
+
+
 def changed(before: dict, after: dict, targets: list[str], others_cited: set) -> list[str]:
     """Re-run checks whose status moved for the worse: a pass that fails or errs, a failure that changed kind.
-    (`others_cited`, the checks other diagnoses name, is kept for callers; a failure that goes is no harm.)"""
-    rerun = {PROBE_OF.get(i, i) for i in after}
+    Only the probes the re-check measured are compared: one it did not run (or ran as not_run) is no change,
+    whatever the checked run measured there. (`others_cited`, the checks other diagnoses name, is kept for
+    callers; a failure that goes is no harm.)"""
+    rerun = measured_probes(after)
     out = []
     for i in sorted(set(before) | set(after)):
         if i in targets or PROBE_OF.get(i, i) not in rerun:
             continue
-        b, a = before.get(i, {}).get("status"), after.get(i, {}).get("status")
+        b = None if not_run(before.get(i)) else before.get(i, {}).get("status")
+        a = after.get(i, {}).get("status")
         if b == a or (b in FAILED and a in ("pass", "skip")):   # a failure more went (listed as also_fixed)
             continue
         if (b, a) == ("skip", "pass") or (b == "info" and a in ("pass", "skip")):   # measured now; a note
@@ -72,7 +89,15 @@ def changed(before: dict, after: dict, targets: list[str], others_cited: set) ->
 
 def _carried(r: dict) -> str:
     n = len(r.get("carried") or [])
-    return f" ({n} probes that never ran the edited code not re-run)" if n else ""
+    return (f" ({n} probes that never ran the edited code not re-run)" if n else "") + not_rerun_text(r)
+
+
+def not_rerun(before: dict, after: dict, carried) -> list[str]:
+    """The checks the checked run measured whose probe the re-check did not measure (so changed() did not compare
+    them), less those of the probes carried over unchanged (they never ran the edited code)."""
+    rerun, kept = measured_probes(after), set(carried)
+    return sorted(i for i, c in before.items() if not not_run(c) and PROBE_OF.get(i, i) not in rerun
+                  and not OWNERS.get(i, {i}) & kept)
 
 
 def _measured_now(probe: str, after: dict) -> bool:
@@ -196,10 +221,11 @@ def _verify(cands, source, name, before, targets, others_cited, recheck, found_b
                 "after": {t: (full.get(t) or {}).get("measured") for t in targets},
                 "changes": [change(t, before[t].get("measured"), (full.get(t) or {}).get("measured")) for t in targets],
                 "also_fixed": sorted(i for i, c in before.items() if c["status"] in FAILED and i not in targets
-                                     and (full.get(i) or {}).get("status") in ("pass", "skip")),
-                "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and
+                                     and (full.get(i) or {}).get("status") in ("pass", "skip")
+                                     and not not_run(full.get(i))),
+                "unmeasured": sorted(i for i, c in full.items() if c["status"] == "skip" and not not_run(c) and
                                      (before.get(i) or {}).get("status") == "pass"),
-                "tried": len(tried), "carried": carried}
+                "tried": len(tried), "carried": carried, "not_rerun": not_rerun(before, full, carried)}
     return None
 
 

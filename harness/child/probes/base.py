@@ -24,6 +24,11 @@ class Skip(Exception):
     """The probe cannot run: a name it needs is absent, or an earlier probe failed."""
 
 
+class NotRun(Skip):
+    """The run's own options leave the probe out (--quick: no training): nothing of the model was measured. Its
+    check carries data.not_run, so a repair's re-check never reads it as the patched model's (repair/verify.py)."""
+
+
 class StudentError(Exception):
     """An exception raised inside the student's code, with the student's line."""
 

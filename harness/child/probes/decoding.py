@@ -8,7 +8,7 @@ import torch
 from ...checks import value
 from ...readable import num
 from ..intercept import attention_weights, watch
-from .base import Skip, check, manual_seed, rnd
+from .base import NotRun, Skip, check, manual_seed, rnd
 from .common import PAD, batch, eval_model, kwargs_for
 from .training import run_train as _trace
 
@@ -75,7 +75,7 @@ def _exact_match(ctx, model, decode, n, min_len, max_len, seed_offset):
 def brief_training(ctx):
     """Train the student's model with the student's train() briefly, then decode and look at cross-attention."""
     if ctx.quick:
-        raise Skip("--quick: no training probes")
+        raise NotRun("--quick: no training probes")
     ctx.need("MiniTransformer", "train")
     # Only the report's pictures depend on this run (no rule does), so it is as short as the picture allows:
     # 300 steps of 24 already show the reference's anti-diagonal (0.45 of the mass against 0.04 on the
