@@ -13,15 +13,16 @@ from .runner import run_spec
 
 def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
                quick: bool = False, limits: Limits | None = None, on_event=None, isolate: str = "auto",
-               daemon: bool = False, say=None, acquire=None, early=None) -> dict:
+               daemon: bool = False, say=None, acquire=None, early=None, support: str = "") -> dict:
     """Run every probe on one submission in a child process; return the validated result with diagnoses.
 
     `daemon`: in a fork of this user's check daemon's warm worker (daemon.py; CPU only); cold when none is
     running or it cannot be used (`say(text)` hears why, when that is unexpected). daemon.start() starts
     one; the CLI does so once its report is written. `acquire`, `early`: as runner.run_spec's (the daemon's own
-    workers; a fork already started for this run)."""
+    workers; a fork already started for this run). `support`: a folder of extra files copied beside the submission
+    (gradescope build --files)."""
     spec = CheckSpec(str(Path(path)), assignment=assignment, seed=seed, device=device, quick=quick, isolate=isolate,
-                     limits=limits or Limits())
+                     support=str(Path(support).resolve()) if support else "", limits=limits or Limits())
     return check_spec(spec, on_event=on_event, daemon=daemon, say=say, acquire=acquire, early=early)
 
 

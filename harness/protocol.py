@@ -82,7 +82,8 @@ class CheckSpec:
 
     `path` is the user's file (the runner rewrites it to the copy the child reads: `for_child`), `display` the
     name the result shows ("" = the path), `isolate` the sandbox asked for ("auto") or, in a child's argv, the
-    one it got ("bwrap" | "none")."""
+    one it got ("bwrap" | "none"), `support` a folder of the instructor's extra files that the runner copies into
+    the run folder beside the submission (isolation/support_files.py) or, in a child's argv, "." once copied."""
     path: str
     assignment: str = "auto"
     seed: int = 0
@@ -90,14 +91,16 @@ class CheckSpec:
     quick: bool = False
     isolate: str = "auto"
     display: str = ""
+    support: str = ""
     limits: Limits = field(default_factory=Limits)
 
     def shown(self) -> str:
         return self.display or self.path
 
     def for_child(self, copy: str, isolation: str) -> "CheckSpec":
-        """The spec the child gets: its copy of the submission, the user's name for it, the sandbox it is in."""
-        return replace(self, path=copy, display=self.shown(), isolate=isolation)
+        """The spec the child gets: its copy of the submission, the user's name for it, the sandbox it is in, and
+        whether extra files are beside it ("."; never the instructor's folder)."""
+        return replace(self, path=copy, display=self.shown(), isolate=isolation, support="." if self.support else "")
 
     @property
     def side(self) -> bool:

@@ -46,6 +46,8 @@ from .isolation.result_pipe import Drain, ResultChannel
 from .isolation.scratch import apply_rlimits, ask_for_stack, rlimits
 from .isolation.scratch import env as _env
 from .isolation.scratch import rmtree as _rmtree
+from .isolation.support_files import SupportError
+from .isolation.support_files import copy_into as copy_support
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
@@ -131,6 +133,12 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
             static = _static_findings(work / name, shown)
+        if spec.support:                   # the instructor's extra files, beside the copy (gradescope build --files)
+            try:
+                copy_support(spec.support, work)
+            except (SupportError, OSError) as e:
+                return ChildOutcome(None, "grader-fault", f"could not copy the extra files: {e}",
+                                    seconds=time.monotonic() - t0, isolation=isolation)
         allowed = paths.submission_files(work / name, shown)     # the only files a location may name
         args = spec.for_child(str(work / name), isolation).to_argv()
         if worker is not None:

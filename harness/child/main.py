@@ -188,6 +188,8 @@ def main(argv=None):
     # Neither the work folder nor '' on sys.path: a file the submission writes there must not shadow a module.
     here = os.path.realpath(os.getcwd())
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
+    if a.support:      # the instructor's extra files are there (gradescope build --files): a helper module imports,
+        sys.path.append(here)      # last, so that nothing there shadows an installed module
     import faulthandler
     import signal
     # The parent sends SIGUSR1 before killing a child that ran too long: the stack names the stuck line.

@@ -56,8 +56,9 @@ def grade_one(job: dict, checker=None) -> dict:
         else:
             path = tmp / _safe_name(job["filename"])
             path.write_bytes(job["data"])
+        extra = {"support": job["support"]} if job.get("support") else {}     # gradescope build --files
         result = checker(path, assignment=job["assignment"], seed=job["seed"], device=job["device"],
-                         quick=job["quick"], limits=Limits(**job["limits"]))
+                         quick=job["quick"], limits=Limits(**job["limits"]), **extra)
         result = for_instructor(result)       # the grader's own environment: the instructor's to fix
         result = _replace_strings(result, str(path), job["display"])
         result = _replace_strings(result, str(tmp), str(Path(job["display"]).parent))
@@ -113,6 +114,8 @@ def _job(sub: Submission, opts: Options) -> dict:
            **opts.result_options(), "limits": opts.limits()}
     if sub.repo:
         job.update(files=sub.files, assignment=for_folder(AUTO))     # the repository assignment
+    if opts.support:
+        job["support"] = opts.support
     return job
 
 
