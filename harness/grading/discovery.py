@@ -44,12 +44,13 @@ class Options:
     jobs: int = 1
     scheduler: str | None = None
     force: bool = False
-    visibility: str = "visible"
+    visibility: str = ""         # the tests' visibility the rubric's [visibility] does not set ("": its default)
     stdout_visibility: str = "hidden"
     output_mb: float = OUTPUT_MB       # more output than this is an integrity finding (output-flood)
     load_timeout_s: float = LOAD_TIMEOUT_S  # loading (definitions only) that runs longer ends as `timeout` during load
     warm: bool = False           # checks run as forks of warm workers (warm.py): `grade` turns it on
     hint: str = ""               # gradescope: cause | line | patch (repair/show.py); "" = the rubric's, else line
+    support: str = ""            # gradescope: the zip's extra files (build --files), copied beside each submission
 
     def result_options(self) -> dict:
         """The options that change a check's result (and so belong in the cache key)."""

@@ -43,6 +43,7 @@ from .progress import Progress, RunSummary, _Log
 from .results import display_path, fault_of, grade_one, looks_valid, synthetic_result
 from .workers import grade_all
 from .gradescope import VISIBILITIES, gradescope_one, gradescope_results  # noqa: F401
+from .visibility import fallback
 
 
 class Grader:
@@ -53,7 +54,7 @@ class Grader:
         self.opts = options or Options()
         if self.opts.jobs < 1:
             raise GradeError("--jobs must be at least 1")
-        if self.opts.visibility not in VISIBILITIES or self.opts.stdout_visibility not in VISIBILITIES:
+        if self.opts.visibility not in VISIBILITIES + ("",) or self.opts.stdout_visibility not in VISIBILITIES:
             raise GradeError(f"visibility must be one of {', '.join(VISIBILITIES)}")
         self.src_arg, self.out_arg = Path(src), Path(out)
         self.src, self.out = check_folders(self.src_arg, self.out_arg)
@@ -130,7 +131,9 @@ class Grader:
         result["grading"] = grading
         d = self._dir(sub.student)
         d.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(gradescope_results(result, grade, visibility=self.opts.visibility,
+        write_json_atomic(gradescope_results(result, grade, visibility=fallback(self.opts.visibility,
+                                                                                self.rubric.visibility),
+                                             visibilities=self.rubric.visibility,
                                              stdout_visibility=self.opts.stdout_visibility,
                                              execution_time=(result.get("timings") or {}).get("total_s"),
                                              hint=self.opts.hint or self.rubric.hint_level or "line"),

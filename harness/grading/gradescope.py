@@ -14,12 +14,13 @@ from pathlib import Path
 from ..readable import cut
 from .. import __version__
 from . import rubric as rubric_mod
+from . import visibility as vis
 from ..api import write_json_atomic
 from ..assignments import assignment_of
 from .discovery import GradeError, Options, _read, submission_in
 from .results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+VISIBILITIES = vis.VALUES
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -39,17 +40,21 @@ def json_safe(obj):
 
 def gradescope_results(result: dict, grade: dict, *, visibility: str = "visible",
                        stdout_visibility: str = "hidden", execution_time: float | None = None,
-                       hint: str = "line") -> dict:
+                       hint: str = "line", visibilities: dict | None = None) -> dict:
     """Gradescope's autograder results (results.json): a top-level score and one test per finding and check.
     `hint` (repair/show.py): "cause" leaves the line out, "patch" adds a verified repair's diff. The grade's
-    maximum is extra_data.max_score (Gradescope takes its own from the assignment's settings)."""
+    maximum is extra_data.max_score (Gradescope takes its own from the assignment's settings). `visibilities`:
+    the rubric's [visibility] table (visibility.py), each test's own; `visibility`: a test's it does not set."""
     return json_safe(_results(result, grade, visibility=visibility, stdout_visibility=stdout_visibility,
-                              execution_time=execution_time, hint=hint))
+                              execution_time=execution_time, hint=hint, table=visibilities or {}))
 
 
 def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: str,
-             execution_time: float | None, hint: str) -> dict:
+             execution_time: float | None, hint: str, table: dict) -> dict:
     from ..repair.show import hint_text, redact_lines
+
+    def shown(kind: str, key: str = "") -> str:
+        return vis.of(table, kind, key, visibility)
     score = grade["score"] if grade["score"] is not None else 0.0
     max_score = grade["max_score"]
     diags = {d["id"]: d for d in result.get("diagnoses", []) if isinstance(d, dict)}
@@ -58,7 +63,7 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
             grade.get("components"):
         from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
         return {"score": score, "output": f"mtxdiag: {result.get('verdict')}",
-                "tests": gradescope_tests(result, grade, visibility=visibility),
+                "tests": gradescope_tests(result, grade, visibility=visibility, table=table),
                 "stdout_visibility": stdout_visibility,
                 "extra_data": {"verdict": result.get("verdict"), "max_score": max_score, "fault": fault_of(result),
                                "causes": [d.get("id") for d in result.get("diagnoses", [])],
@@ -84,16 +89,17 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
         else:
             out, name = item.get("title", ""), f"{item.get('title', item['id'])} [{item['id']}]"
         out = redact_lines(out) if hint == "cause" else out
+        kind = {"cause": "cause", "check": "check"}.get(item["kind"], "overall")    # error, grader-fault: overall
         tests.append({"name": cut(name, 200), "score": 0.0, "max_score": lost, "status": "failed", "output": out,
-                      "visibility": visibility, "tags": [item["kind"]]})
+                      "visibility": shown(kind, item["id"]), "tags": [item["kind"]]})
     for d in result.get("diagnoses", []):   # findings that cost nothing (e.g. grader-fault = 0) still shown
         if not any(t["name"].endswith(f"[{d['id']}]") for t in tests):
             tests.append({"name": cut(f"{d.get('title', d['id'])} [{d['id']}]", 200), "score": 0.0, "max_score": 0.0,
                           "status": "failed", "output": "\n".join(str(e) for e in d.get("evidence", [])[:6]),
-                          "visibility": visibility, "tags": ["cause"]})
+                          "visibility": shown("cause", d["id"]), "tags": ["cause"]})
     if result.get("verdict") == "clean":
         tests.append({"name": "No bug found by the checks", "score": float(score), "max_score": float(max_score),
-                      "status": "passed", "output": "Every check passed.", "visibility": visibility,
+                      "status": "passed", "output": "Every check passed.", "visibility": shown("overall"),
                       "tags": ["summary"]})
     for c in result.get("checks", []):
         if not isinstance(c, dict) or c.get("status") not in ("pass", "fail", "error"):
@@ -104,7 +110,7 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
         text = redact_lines(text) if hint == "cause" else text
         tests.append({"name": f"check: {c['id']}", "score": 0.0, "max_score": 0.0,
                       "status": "passed" if c["status"] == "pass" else "failed", "output": cut(text, 4000),
-                      "visibility": visibility, "tags": ["check"]})
+                      "visibility": shown("check", c["id"]), "tags": ["check"]})
     lines = [f"Verdict: {result.get('verdict')}    Score: {score:g} / {max_score:g}"]
     if grade["score"] is None:
         lines.append("The grader itself failed on this submission (not your code's fault). "
@@ -169,8 +175,9 @@ def gradescope_one(submission_dir, results_path, *, options: Options | None = No
         result = synthetic_result(shown, "grader-fault", f"scoring failed in the grader: {type(e).__name__}: {e}",
                                   student_fault=False, opts=opts)
         grade = rubric_mod.score(result, rub)
-    out = gradescope_results(result, grade, visibility=opts.visibility, stdout_visibility=opts.stdout_visibility,
-                             execution_time=time.monotonic() - t0, hint=hint)
+    out = gradescope_results(result, grade, visibility=vis.fallback(opts.visibility, rub.visibility),
+                             stdout_visibility=opts.stdout_visibility, execution_time=time.monotonic() - t0,
+                             hint=hint, visibilities=rub.visibility)
     write_json_atomic(out, results_path)
     result["grade"] = grade
     return {"results": out, "result": result}

@@ -10,11 +10,12 @@ import difflib
 import hashlib
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..readable import cut
 from ..assignments import ALL, assignment_of
+from .points import scale, valid_total
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,8 +25,8 @@ else:  # Python 3.10
 DEFAULT_PATH = Path(__file__).with_name("rubric_default.toml")
 # a per-component assignment's credit table ([lm]: harness/grading/rubric_lm.py), named by its Assignment.rubric_table
 COMPONENT_TABLES = tuple(a.rubric_table for a in ALL if a.rubric_table)
-TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks", "hint_level",
-            *COMPONENT_TABLES}
+TOP_KEYS = {"name", "max_score", "error_score", "default_deduction", "causes", "checks", "hint_level", "total",
+            "visibility", *COMPONENT_TABLES}
 
 
 class RubricError(ValueError):
@@ -44,6 +45,8 @@ class Rubric:
     digest: str = ""                             # sha256 of the rubric text: scores depend on it, results do not
     lm: dict = field(default_factory=dict)       # assignment lm's [lm] table (rubric_lm.parse_table); {}: the default's
     hint_level: str = ""                         # what students see (repair/show.py): cause | line | patch
+    total: float = 0.0                           # > 0: every grade scaled to this many points (points.py); 0: as is
+    visibility: dict = field(default_factory=dict)   # Gradescope tests' visibility (visibility.py); {}: the flag's
 
     def points(self, value) -> float:
         return self.max_score if value == "all" else float(value)
@@ -121,8 +124,15 @@ def parse(text: str, source: str = "<string>") -> Rubric:
     hint = data.get("hint_level", "")
     if hint and hint not in ("cause", "line", "patch"):
         raise RubricError(f"{source}: hint_level must be \"cause\", \"line\" or \"patch\", not {hint!r}")
-    return Rubric(name=name, max_score=max_score, error_score=error_score, hint_level=hint,
-                  default_deduction=default,
+    from . import visibility as vis
+    from .points import valid_total
+    try:
+        total = valid_total(data["total"], f"{source}: total") if "total" in data else 0.0
+        shown = vis.parse(data["visibility"], source, known_cause_ids()) if "visibility" in data else {}
+    except ValueError as e:
+        raise RubricError(str(e)) from None
+    return Rubric(name=name, max_score=max_score, error_score=error_score, hint_level=hint, total=total,
+                  visibility=shown, default_deduction=default,
                   causes=tables["causes"], checks=tables["checks"], source=source,
                   digest=hashlib.sha256(text.encode("utf-8")).hexdigest(), lm=lm)
 
@@ -137,15 +147,33 @@ def load(path: str | Path | None = None) -> Rubric:
     return parse(text, str(p) if path is not None else "<default rubric>")
 
 
+def with_points(rubric: Rubric, points: float | None) -> Rubric:
+    """The rubric with its grades scaled to `points` (`--points N`, over the rubric's `total`); None: as it is.
+    The digest changes with it: a batch's cached grades are recomputed."""
+    if not points:
+        return rubric
+    try:
+        total = valid_total(points, "--points")
+    except ValueError as e:
+        raise RubricError(str(e)) from None
+    digest = hashlib.sha256(f"{rubric.digest}\npoints={total!r}".encode()).hexdigest()
+    return replace(rubric, total=total, digest=digest)
+
+
 def _round(x: float) -> float:
     return round(x + 0.0, 2)
 
 
 def score(result: dict, rubric: Rubric) -> dict:
-    """{score, max_score, breakdown} for one validated result.
+    """{score, max_score, breakdown} for one validated result, out of the rubric's total when it has one.
 
     score is None when the grader itself failed (the row must be regraded, not given a mark).
     """
+    grade = _score(result, rubric)
+    return scale(grade, rubric.total) if rubric.total else grade
+
+
+def _score(result: dict, rubric: Rubric) -> dict:
     breakdown = []
     err = result.get("error")
     if err and err.get("student_fault") is False:

@@ -191,9 +191,11 @@ def _markdown(row: dict, comp: dict) -> str:
     return "\n".join(lines)
 
 
-def gradescope_tests(result: dict, grade: dict, visibility: str = "visible") -> list[dict]:
+def gradescope_tests(result: dict, grade: dict, visibility: str = "visible", table: dict | None = None) -> list[dict]:
     """One Gradescope test per component (its credit and its diagnosis, markdown), then one per deduction on no
-    component (tampering, a load failure)."""
+    component (tampering, a load failure); each with the visibility the rubric's [visibility] `table` gives it
+    (visibility.py), else `visibility`."""
+    from .visibility import of
     comps = components(result)
     tests = []
     for i, row in enumerate(grade.get("components") or [], start=1):
@@ -201,10 +203,11 @@ def gradescope_tests(result: dict, grade: dict, visibility: str = "visible") -> 
                       "score": row["points"], "max_score": row["max_points"],
                       "status": "passed" if row["points"] >= row["max_points"] else "failed",
                       "output": _markdown(row, comps.get(row["component"]) or {}), "output_format": "md",
-                      "visibility": visibility, "tags": ["lm-component"]})
+                      "visibility": of(table, "component", row["component"], visibility),
+                      "tags": ["lm-component"]})
     for item in grade.get("breakdown") or []:
         if item.get("kind") == "cause":
             tests.append({"name": f"{item['title']} [{item['id']}]"[:200], "score": 0.0,
                           "max_score": abs(float(item["points"])), "status": "failed", "output": item["title"],
-                          "visibility": visibility, "tags": ["cause"]})
+                          "visibility": of(table, "cause", item["id"], visibility), "tags": ["cause"]})
     return tests
