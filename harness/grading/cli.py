@@ -21,11 +21,16 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
-def _rubric(path):
+def _rubric(path, points=None):
     try:
-        return rubric_mod.load(path)
+        return rubric_mod.with_points(rubric_mod.load(path), points)
     except rubric_mod.RubricError as e:
         raise BadInput(str(e)) from None
+
+
+_POINTS = click.option("--points", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+                       help="Scale every grade to N points (each test's score and max_score in proportion, summing "
+                            "to exactly N at full marks). Default: the rubric's `total`, else its own maximum.")
 
 
 @click.command("grade")
@@ -46,15 +51,17 @@ def _rubric(path):
 @click.option("--assignment", type=_ASSIGNMENT, default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--visibility", type=click.Choice(VISIBILITIES), default="visible", show_default=True,
-              help="Visibility of the tests in each Gradescope results.json.")
+@click.option("--visibility", type=click.Choice(VISIBILITIES), default=None,
+              help="Visibility of the tests in each Gradescope results.json that the rubric's [visibility] does "
+                   "not set. Default: its default, else visible.")
+@_POINTS
 @click.option("--title", default=None, help="Title of the gradebook page.")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")
 @click.option("--warm/--cold", default=True, show_default=True,
               help="Warm: each job slot keeps a sandboxed worker that imported torch once and forks a fresh "
                    "child per submission (CPU). Cold: a new sandboxed interpreter per submission.")
 def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb, scheduler, force, quick, assignment, seed, device,
-          visibility, title, no_progress, warm):
+          visibility, points, title, no_progress, warm):
     """Grade every submission in DIR into OUT: a .py/.ipynb file per student, or a folder per student
     holding exactly one such file or one `lm` repository (a folder with tests/adapters.py). The student id
     is the file's stem or the folder's name.
@@ -69,11 +76,11 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
 
     Exit status: 0 done, 1 some grader faults (rerun to retry them), 2 bad input, 130 interrupted.
     """
-    rub = _rubric(rubric_path)
+    rub = _rubric(rubric_path, points)
     if timeout <= 0 or memory <= 0:
         raise BadInput("--timeout and --memory must be positive")
     opts = Options(assignment=assignment, seed=seed, device=device, quick=quick, timeout_s=timeout, memory_mb=memory,
-                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility, output_mb=output_mb,
+                   jobs=jobs, scheduler=scheduler, force=force, visibility=visibility or "", output_mb=output_mb,
                    load_timeout_s=load_timeout, warm=warm)
 
     def on_term(signum, frame):  # a batch system's SIGTERM: stop like Ctrl-C, keeping what is finished
@@ -118,16 +125,21 @@ def grade(src, out, jobs, rubric_path, timeout, memory, load_timeout, output_mb,
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
 @click.option("--assignment", type=_ASSIGNMENT, default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--visibility", type=click.Choice(VISIBILITIES), default="visible", show_default=True,
-              help="Visibility of the results to the student.")
+@click.option("--visibility", type=click.Choice(VISIBILITIES), default=None,
+              help="Visibility of the tests the rubric's [visibility] does not set. Default: its default, else "
+                   "visible.")
 @click.option("--stdout-visibility", type=click.Choice(VISIBILITIES), default="hidden", show_default=True,
               help="Visibility of the autograder's stdout to the student.")
 @click.option("--hint-level", type=click.Choice(["cause", "line", "patch"]), default=None,
               help="What the student sees of each diagnosis: the cause only, also its line, or also a verified "
                    "patch (re-checked repairs; slower). Default: the rubric's hint_level, else line.")
+@_POINTS
+@click.option("--files-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A folder of extra files copied beside the submission in its run folder (the zip's files/, "
+                   "from `gradescope build --files`).")
 @click.pass_context
 def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, quick, assignment, seed, visibility,
-               stdout_visibility, hint_level):
+               stdout_visibility, hint_level, points, files_dir):
     """Entry point for Gradescope's autograder: grade the one .py/.ipynb (or the one `lm` repository with
     tests/adapters.py) in /autograder/submission and write
     /autograder/results/results.json. Exit status 0 once results.json is written; 2 on bad options.
@@ -135,9 +147,10 @@ def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, 
     `mtxdiag gradescope build --assignment A --out autograder.zip` writes the zip to upload."""
     if ctx.invoked_subcommand is not None:
         return
-    rub = _rubric(rubric_path)
+    rub = _rubric(rubric_path, points)
     opts = Options(assignment=assignment, seed=seed, quick=quick, timeout_s=timeout, memory_mb=memory,
-                   visibility=visibility, stdout_visibility=stdout_visibility, hint=hint_level or "")
+                   visibility=visibility or "", stdout_visibility=stdout_visibility, hint=hint_level or "",
+                   support=str(files_dir.resolve()) if files_dir else "")
     try:
         done = gradescope_one(submission_dir, results_path, options=opts, rubric=rub)
     except GradeError as e:
@@ -161,18 +174,26 @@ def gradescope(ctx, submission_dir, results_path, rubric_path, timeout, memory, 
               help="Rubric TOML (default: the bundled rubric_default.toml).")
 @limit_options(timeout_s=GRADESCOPE_TIMEOUT_S, memory_mb=GRADESCOPE_MEMORY_MB, load_timeout=False)
 @click.option("--quick", is_flag=True, help="Skip the training probes.")
-def gradescope_build(assignment, out, force, rubric_path, timeout, memory, quick):
+@click.option("--files", "files", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
+              help="An extra file or folder the student's code reads (data, a helper module), shipped under files/ "
+                   "and copied beside the submission in its run folder; repeat for more (at most 32 MB in all).")
+@click.option("--requirements", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="A pip requirements file that setup.sh installs after mtxdiag, torch held at its pin "
+                   "(requirement lines only: no options, local paths or torch).")
+@_POINTS
+def gradescope_build(assignment, out, force, rubric_path, timeout, memory, quick, files, requirements, points):
     """Write Gradescope's autograder zip: setup.sh (CPU torch pinned, this project, the assignment's allowed
-    packages), run_autograder, rubric.toml (for lm with its per-component [lm] table) and the project. Upload
-    it as the assignment's autograder (Ubuntu base image, at least 2 CPUs and 3 GB, timeout >= 10 minutes).
-    An existing --out is left alone unless --force."""
+    packages, --requirements), run_autograder, rubric.toml (for lm with its per-component [lm] table), the
+    project and the --files. Upload it as the assignment's autograder (Ubuntu base image, at least 2 CPUs and
+    3 GB, timeout >= 10 minutes). An existing --out is left alone unless --force."""
     from .gradescope_build import build
     try:
         names = build(assignment, out, rubric_path=rubric_path, timeout=timeout, memory=memory, quick=quick,
-                      force=force)
+                      force=force, files=files, requirements=requirements, points=points)
     except (ValueError, rubric_mod.RubricError, OSError) as e:
         raise BadInput(str(e)) from None
-    click.echo(f"wrote {out} ({len(names)} files: setup.sh, run_autograder, rubric.toml, mtxdiag/)")
+    extra = (", files/" if files else "") + (", requirements.txt" if requirements else "")
+    click.echo(f"wrote {out} ({len(names)} files: setup.sh, run_autograder, rubric.toml, mtxdiag/{extra})")
 
 
 @gradescope.command("run")

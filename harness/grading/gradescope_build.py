@@ -23,7 +23,9 @@ from .. import allowed
 from ..identity import PACKAGES
 from ..limits import GRADESCOPE_MEMORY_MB, GRADESCOPE_TIMEOUT_S
 from ..assignments import NAMES, assignment_of
+from . import gradescope_extras as extras
 from . import toml_write
+from .gradescope_extras import FILES_DIR
 from .toml_write import tomllib
 
 TORCH_FALLBACK = "2.13.0"
@@ -44,13 +46,17 @@ def torch_pin() -> str:
         return TORCH_FALLBACK
 
 
-def setup_sh(assignment: str, pin: str) -> str:
+def setup_sh(assignment: str, pin: str, requirements: bool = False) -> str:
     """Gradescope's setup.sh. Its paths are parameters with Gradescope's as defaults: AUTOGRADER_ROOT
     (/autograder), MTXDIAG_VENV (/opt/mtxdiag-venv), MTXDIAG_PYTHON (python3). MTXDIAG_SETUP_LOCAL=1 is the local
     stand-in's (`mtxdiag gradescope run`): no apt-get, a venv that sees the interpreter's packages (torch is not
-    downloaded again), the project built with the setuptools already there."""
+    downloaded again), the project built with the setuptools already there. `requirements`: the zip's
+    requirements.txt is installed last, with constraints.txt holding torch at the pin."""
     q = shlex.quote
     extras = " ".join(q(p) for p in allowed.allowed(assignment))
+    own = """# the instructor's requirements (gradescope build --requirements); constraints.txt holds torch at its pin
+"${PIP[@]}" install -r "$ROOT/source/requirements.txt" -c "$ROOT/source/constraints.txt"
+""" if requirements else ""
     return f"""#!/usr/bin/env bash
 # Gradescope runs this once while building the image (Ubuntu base). Written by `mtxdiag gradescope build`.
 set -euo pipefail
@@ -81,13 +87,17 @@ fi
 "${{PIP[@]}}" install ${{BUILD[@]+"${{BUILD[@]}}"}} "$ROOT/source/mtxdiag"
 # what the {assignment} assignment allows students to import (harness/allowed.py)
 "${{PIP[@]}}" install {extras}
-"""
+{own}"""
 
 
-def run_autograder(assignment: str, timeout: float, memory: int, quick: bool) -> str:
-    """Gradescope's run_autograder: AUTOGRADER_ROOT, MTXDIAG_VENV and MTXDIAG_CMD as in setup_sh."""
+def run_autograder(assignment: str, timeout: float, memory: int, quick: bool, *, files: bool = False,
+                   points: float | None = None) -> str:
+    """Gradescope's run_autograder: AUTOGRADER_ROOT, MTXDIAG_VENV and MTXDIAG_CMD as in setup_sh. `files`: the
+    zip's files/ are copied beside the submission; `points`: the grade scaled to that many points."""
     q = shlex.quote
     args = f"--assignment {q(assignment)} --timeout {q(format(timeout, 'g'))} --memory {q(str(int(memory)))}"
+    more = (f' \\\n  --files-dir "$ROOT/source/{FILES_DIR}"' if files else "") + \
+        (f" \\\n  --points {q(format(points, 'g'))}" if points else "")
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. Written by `mtxdiag gradescope build`.
 # Assignment {assignment}: the submission is {assignment_of(assignment).handed_in}.
@@ -101,8 +111,8 @@ exec $MTXDIAG_CMD gradescope \\
   --submission-dir "$ROOT/submission" \\
   --results "$ROOT/results/results.json" \\
   --rubric "$ROOT/source/rubric.toml" \\
-  {args}{' --quick' if quick else ''} \\
-  --visibility visible --stdout-visibility hidden
+  {args}{' --quick' if quick else ''}{more} \\
+  --stdout-visibility hidden
 """
 
 
@@ -215,8 +225,10 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeout: float = GRADESCOPE_TIMEOUT_S,
-          memory: int = GRADESCOPE_MEMORY_MB, quick: bool = False, force: bool = False) -> list[str]:
-    """Write the zip; return the names in it. BuildError (bad assignment or --out), RubricError (bad rubric)."""
+          memory: int = GRADESCOPE_MEMORY_MB, quick: bool = False, force: bool = False, files=(),
+          requirements: Path | None = None, points: float | None = None) -> list[str]:
+    """Write the zip; return the names in it. BuildError (bad assignment, --out, --files, --requirements or
+    --points), RubricError (bad rubric). gradescope_extras.py says what --files and --requirements accept."""
     if assignment not in ASSIGNMENTS:
         raise BuildError(f"unknown assignment {assignment!r}: `mtxdiag gradescope build` knows "
                          f"{', '.join(ASSIGNMENTS)}")
@@ -224,7 +236,14 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
     _check_out(out, force)
     from . import rubric as rubric_mod
     rub_file = Path(rubric_path) if rubric_path else rubric_mod.DEFAULT_PATH
-    rub = rubric_mod.load(rub_file)                      # a bad rubric fails here, not in Gradescope
+    rub = rubric_mod.with_points(rubric_mod.load(rub_file), points)    # a bad rubric fails here, not in Gradescope
+    try:
+        shipped = extras.files(files) if files else []
+        reqs = extras.requirements(Path(requirements)) if requirements else None
+    except extras.ExtrasError as e:
+        raise BuildError(str(e)) from None
+    if out.resolve() in {p.resolve() for p, _ in shipped}:
+        raise BuildError(f"--files {out}: the zip being written cannot ship itself")
     rub_text = rub_file.read_text(encoding="utf-8")
     if assignment_of(assignment).rubric_table:       # the per-component table ships filled in
         rub_text = _lm_rubric(rub_text, rub)
@@ -232,9 +251,15 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
     root = Path(__file__).resolve().parents[2]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        _add(z, "setup.sh", setup_sh(assignment, torch_pin()).encode(), 0o755)
-        _add(z, "run_autograder", run_autograder(assignment, timeout, memory, quick).encode(), 0o755)
+        _add(z, "setup.sh", setup_sh(assignment, torch_pin(), reqs is not None).encode(), 0o755)
+        _add(z, "run_autograder", run_autograder(assignment, timeout, memory, quick, files=bool(shipped),
+                                                 points=rub.total if points else None).encode(), 0o755)
         _add(z, "rubric.toml", rub_text.encode("utf-8"))
+        if reqs is not None:
+            _add(z, "requirements.txt", reqs.encode("utf-8"))
+            _add(z, "constraints.txt", f"torch=={torch_pin()}\n".encode())
+        for path, name in shipped:
+            _add(z, name, path.read_bytes())
         _add(z, "mtxdiag/pyproject.toml", _pyproject(root))
         readme = root / "README.md"
         _add(z, "mtxdiag/README.md", readme.read_bytes() if readme.is_file() else b"mtxdiag\n")
