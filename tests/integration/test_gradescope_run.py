@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -146,3 +147,42 @@ def test_setup_installs_the_zip_into_a_venv_and_it_grades(reversal_zip, tmp_path
     where = subprocess.check_output([str(keep / "venv" / "bin" / "python"), "-c",
                                      "import harness; print(harness.__file__)"], text=True, cwd=tmp_path).strip()
     assert where.startswith(str(keep / "venv")), where
+
+
+def test_extra_files_visibility_and_points_reach_the_results(tmp_path):
+    """A zip built with --files (a data file and a helper module), a rubric's [visibility] and --points 50: the
+    student's code reads the file and imports the module in its sandboxed run folder (a clean check, full marks),
+    and results.json is valid, out of exactly 50, with the declared visibilities."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "vocab.txt").write_text("13\n")
+    (tmp_path / "course_helpers.py").write_text("VOCAB_SIZE = 13\n")
+    own = tmp_path / "rubric.toml"
+    own.write_text(rubric.DEFAULT_PATH.read_text() + '\n[visibility]\ndefault = "after_due_date"\n'
+                   'overall = "visible"\nchecks = "hidden"\n')
+    out = tmp_path / "extras.zip"
+    r = subprocess.run([sys.executable, "-m", "harness", "gradescope", "build", "--assignment", "reversal", "--quick",
+                        "--out", str(out), "--rubric", str(own), "--points", "50", "--files", str(tmp_path / "data"),
+                        "--files", str(tmp_path / "course_helpers.py")], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (ROOT / "submissions" / "reversal_lesson.py").read_text()
+    old = "        super().__init__()\n        self.d_model = d_model\n        self.src_emb"
+    assert text.count(old) == 1
+    sub = tmp_path / "model.py"
+    sub.write_text(text.replace(old, "        super().__init__()\n"
+                                     "        from course_helpers import VOCAB_SIZE   # the instructor's module\n"
+                                     "        with open('data/vocab.txt') as f:        # the instructor's data\n"
+                                     "            assert int(f.read()) == VOCAB_SIZE == VOCAB\n"
+                                     "        self.d_model = d_model\n        self.src_emb"))
+    keep = tmp_path / "ag"
+    r, res = _run(out, sub, keep, "--no-setup")
+    _valid(r, keep)
+    assert res["extra_data"]["verdict"] == "clean", res["output"]
+    assert res["score"] == 50 == gradescope_schema.max_score(res) and "score: 50 / 50" in r.stdout
+    assert math.fsum(t["max_score"] for t in res["tests"]) == 50
+    assert res["visibility"] == "after_due_date"
+    summary = [t for t in res["tests"] if "summary" in t["tags"]]
+    checks = [t for t in res["tests"] if "check" in t["tags"]]
+    assert [t["visibility"] for t in summary] == ["visible"] and summary[0]["max_score"] == 50
+    assert checks and {t["visibility"] for t in checks} == {"hidden"}
+    assert not (keep / "submission" / "data").exists()          # copied into the run folder, not the upload
