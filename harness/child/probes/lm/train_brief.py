@@ -32,6 +32,7 @@ from ....readable import cut, num
 from ... import lm_loader
 from ..base import StudentError, check, manual_seed, rnd
 from .common import reference, student_location
+from .model_call import capture, the_model
 
 CFG = {"context_length": 16, "d_model": 16, "num_layers": 2, "num_heads": 2, "d_ff": 32, "rope_theta": 10000.0}
 BATCH, CURVE_STEPS, OVERFIT_STEPS = 8, 30, 25
@@ -77,42 +78,25 @@ def _args(vocab, weights, x):
             weights, x)
 
 
-def _capture(fn, args):
-    """(output, the largest nn.Module whose forward ran in the student's files) of fn(*args)."""
-    files, found = lm_loader.STATE.files, {}
-
-    def trace(frame, event, arg):
-        if event == "call" and frame.f_code.co_name == "forward" and frame.f_code.co_filename in files:
-            obj = frame.f_locals.get("self")
-            if isinstance(obj, torch.nn.Module):
-                found[id(obj)] = obj
-        return None
-    old = sys.gettrace()
-    sys.settrace(trace)
-    try:
-        out = fn(*args)
-    finally:
-        sys.settrace(old)
-    best = max(found.values(), key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
-    return out, best
-
-
 def student_model(ctx, w0: dict, vocab: int, x0):
     """(forward(x) -> logits, parameters) of the student's model loaded with w0 through their adapter: the
-    module the adapter built, or for an adapter that computes with the weights themselves, those weights."""
+    module the adapter built, called as the adapter called it (model_call.py), or for an adapter that computes
+    with the weights themselves, those weights."""
     fn = ctx.module.run_transformer_lm
-    out, mod = _capture(fn, _args(vocab, {k: v.clone() for k, v in w0.items()}, x0))
-    if mod is not None and list(mod.parameters()):
-        with torch.no_grad():
-            again = mod(x0)
-        if isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and again.shape == out.shape \
-                and torch.allclose(again, out, atol=1e-5, rtol=1e-5):
-            return mod, list(mod.parameters())
+    out, calls = capture(fn, _args(vocab, {k: v.clone() for k, v in w0.items()}, x0))
+    model = the_model(out, calls, x0)
+    if model is not None:
+        return model, list(model.module.parameters())
     w = {k: v.clone().requires_grad_(True) for k, v in w0.items()}
     probe = fn(*_args(vocab, w, x0))
-    if not isinstance(probe, torch.Tensor) or not probe.requires_grad:
-        raise NotMeasured("run_transformer_lm's model could not be found to train (no module whose forward "
-                          "reproduces the adapter's output, and no gradient reaches the weights it is given)")
+    # the weights themselves must get a gradient: an output that requires one through a module's own parameters
+    # (loaded from copies of the weights) trains a model the next call builds afresh
+    reached = isinstance(probe, torch.Tensor) and probe.requires_grad and any(
+        g is not None for g in torch.autograd.grad(probe.sum(), list(w.values()), allow_unused=True))
+    if not reached:
+        raise NotMeasured("run_transformer_lm's model could not be found to train (no module whose forward, "
+                          "called again as the adapter called it, reproduces the adapter's output, and no "
+                          "gradient reaches the weights it is given)")
     return (lambda x: fn(*_args(vocab, w, x))), list(w.values())
 
 
@@ -249,9 +233,15 @@ def _batches(ctx, data):
 
 
 def timed(ctx, what: str, fn):
-    """fn() as the student's code, within RUN_S seconds (stretched on a slow machine)."""
-    with ctx.student(what, seconds=ctx.budget(RUN_S)):
-        return fn()
+    """fn() as the student's code, within RUN_S seconds (stretched on a slow machine); NotMeasured, the
+    harness's own, stays itself."""
+    try:
+        with ctx.student(what, seconds=ctx.budget(RUN_S)):
+            return fn()
+    except StudentError as e:
+        if isinstance(e.exc, NotMeasured):
+            raise e.exc from None
+        raise
 
 
 def _sig(v, n=4):
