@@ -242,6 +242,9 @@ DECLARED.update({
                                      "the reference's on the same batches, the first non-finite value",
                       "|first - ln V| <= 1; one batch under 1.0 in 40 steps; curve within 2e-2 relative",
                       "probes/lm_train_brief.py: reference and correct corpus, seeds 0-4"),),
+    "lm-parameters": (C("lm-parameters", "tensors the TransformerLM's forward pass trains through (autograd's leaves) "
+                                         "that model.parameters() does not hold", "0",
+                        "an optimizer built over model.parameters() never trains the rest"),),
     "lm-causal": tuple(C(f"lm-{c}-causal", f"{c}: change of outputs before the last position when the last token "
                                            "changes", "0", "causal attention") for c in ("mha", "mha-rope", "block",
                                                                                          "lm")),
@@ -295,3 +298,4 @@ def value(check_id: str, name: str):
 def component_of(check_id: str) -> str | None:
     c = BY_ID.get(check_id)
     return c.component if c else None
+

@@ -4,7 +4,8 @@ When the piece the training located (probes/lm_train_brief.py: trained with that
 and the rest the reference's, it alone leaves the reference's curve) has a failing check of its own, that
 component's diagnosis explains the training too (lm_component.py lists lm-training among what it explains).
 Otherwise this rule names it: symptom (the curve leaves the reference's, a NaN, one batch not learnt) and
-mechanism (the isolation run) both measured. Without a located piece it is the measured failure only, below
+mechanism (the isolation run) both measured. A model located whose forward pass uses tensors model.parameters()
+does not hold (lm-parameters fails) is optimizer_missing_parameters.py's, not this rule's. Without a located piece it is the measured failure only, below
 0.5 and on no component.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .base import Cause, Finding, say
 
 LM = (LM_ASSIGNMENT.name,)
 CHECK = "lm-training"
+PARAMETERS = "lm-parameters"      # optimizer_missing_parameters.py names that failure
 TRAINING = Cause(
     "training-fails", "Your LM does not train like the reference on the same data",
     "Trained briefly with your own AdamW, cross-entropy, clipping and schedule on the same batches and from the same "
@@ -47,6 +49,8 @@ class TrainingRule:
         own = ev.get(f"lm-{comp}") if comp else None
         if own and own["status"] in ("fail", "error"):
             return None                  # that component's own diagnosis explains the training
+        if comp == "lm" and ev.failed(PARAMETERS):
+            return None                  # the model's parameters missing from model.parameters() explain it
         d = c.get("data") or {}
         culprits = [p for p in d.get("culprits") or [] if isinstance(p, str)]
         if comp and len(culprits) == 1:

@@ -2,6 +2,7 @@
 submissions/lm_example with one change each:
 
   a forward that needs a keyword argument (token_positions)  the brief training calls it the same way: it trains
+  blocks kept in a plain list                                 optimizer-missing-parameters, at the list's line
 
 and in-process, the recorded call keeps every argument the adapter gave (a RoPE module, keywords)."""
 from __future__ import annotations
@@ -50,7 +51,31 @@ def test_a_model_whose_forward_needs_a_keyword_trains(tmp_path):
     r = check_file(path, assignment="lm")
     c = checks_of(r)
     assert c["lm-training"]["status"] == "pass", c["lm-training"]["detail"]
+    assert c["lm-parameters"]["status"] == "pass", c["lm-parameters"]["detail"]
     assert r["verdict"] == "clean", [d["id"] for d in r["diagnoses"]]
+
+
+def test_blocks_in_a_plain_list_are_optimizer_missing_parameters_at_the_list(tmp_path):
+    path = repo(tmp_path, {
+        "        self.layers = nn.ModuleList(\n": "        self.layers = [\n",
+        "            for _ in range(num_layers))\n": "            for _ in range(num_layers)]\n",
+    }, {LM_CALL: "    for i, layer in enumerate(lm.layers):        # not in lm's state_dict: loaded one by one\n"
+                 "        p = f\"layers.{i}.\"\n"
+                 "        layer.load_state_dict({k[len(p):]: v for k, v in weights.items() if k.startswith(p)})\n"
+                 "    rest = {k: v for k, v in weights.items() if not k.startswith(\"layers.\")}\n"
+                 "    return _loaded(lm, rest)(in_indices)"})
+    line = next(i for i, t in enumerate((path / "cs336_basics/model.py").read_text().splitlines(), 1)
+                if t.strip() == "self.layers = [")
+    r = check_file(path, assignment="lm")
+    c = checks_of(r)
+    assert c["lm-lm"]["status"] == "pass"                  # the forward pass is right: the course's tests pass
+    assert c["lm-parameters"]["status"] == "fail" and c["lm-parameters"]["measured"]["unregistered"] == 18
+    ids = [d["id"] for d in r["diagnoses"]]
+    assert ids == ["optimizer-missing-parameters"], ids    # the training's failure is its, not training-fails
+    d = r["diagnoses"][0]
+    assert d["component"] == "lm" and d["location"]["line"] == line
+    assert d["location"]["file"].endswith("cs336_basics/model.py") and "ModuleList" in d["fix"]
+    assert any(e.startswith("also explains lm-training") for e in d["evidence"])
 
 
 class Rope(torch.nn.Module):

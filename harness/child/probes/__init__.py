@@ -15,6 +15,7 @@ from ...assignments import LM as LM_ASSIGNMENT
 
 from . import attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding, embedding
 from .lm import components as lm_components, properties as lm_properties, train_brief as lm_train_brief, training as lm_training
+from .lm import parameters as lm_parameters
 from . import model_wiring, overfit, padding, positional, properties, structure, training
 
 
@@ -44,6 +45,8 @@ LM_PROBES = (Probe("contract", lm_components.contract, LM, "static"),) + tuple(
     Probe("lm-rmsnorm-properties", lm_properties.rmsnorm, LM, "quick"),
     Probe("lm-softmax-properties", lm_properties.softmax, LM, "quick"),
     Probe("lm-causal", lm_properties.causal, LM, "quick"),
+    # the model's parameters: what its forward uses and model.parameters() (an optimizer's) does not hold
+    Probe("lm-parameters", lm_parameters.parameters, LM, "quick"),
     # full checks: the whole model trained briefly with the student's own training pieces
     Probe("lm-training", lm_train_brief.brief_training, LM, "train", side=True),
 )
