@@ -44,6 +44,10 @@ class Assignment:
     seq2seq: bool = False
     # grader modules are hidden from sys.modules while its student code runs (harness/child/hide.py)
     hides_grader: bool = True
+    # the probes (their ids: harness/checks.py DECLARED) a full check must measure for its verdict to be whole:
+    # one of theirs skipped because it could not be measured (not because the part is absent or not implemented)
+    # is listed in the summary and keeps the verdict from `clean` (checks.not_measured, causes/check_not_measured)
+    must_measure: tuple[str, ...] = ()
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -62,6 +66,7 @@ REVERSAL = Assignment(
     reference="reversal.py",
     trains=True,
     seq2seq=True,
+    must_measure=("overfit", "train-trace"),     # the training probes the verdict reads
 )
 BLOCK = Assignment(
     name="block",
@@ -71,6 +76,7 @@ BLOCK = Assignment(
     optional=("MultiHeadAttention", "positional_encoding"),
     packages=("numpy", "tqdm", "matplotlib"),
     reference="block.py",
+    must_measure=("block-lm",),                 # its training probe
 )
 LM = Assignment(
     name="lm",
@@ -86,6 +92,8 @@ LM = Assignment(
     # not yet: lmdiag's measurements inside a student call then lose properties (get-batch-start-range,
     # measured); lm keeps the contract-name and model-part checks (grader_reach)
     hides_grader=False,
+    # every component's check and the brief training (a full check's; --quick does not run it)
+    must_measure=tuple(f"lm-{c}" for c in ADAPTER) + ("lm-training",),
 )
 
 # detection order: the first whose markers a single file defines (an lm file defines its adapters; a

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import lm_table
+from .assignments import assignment_of
 
 
 def num(v: float) -> str:
@@ -299,3 +300,34 @@ def component_of(check_id: str) -> str | None:
     c = BY_ID.get(check_id)
     return c.component if c else None
 
+
+# Why a check skipped: its part is absent or not implemented (the contract and the component checklist say so)
+ABSENT_KINDS = ("absent", "not-implemented")
+ABSENT_STATUS = ("missing", "not implemented")
+
+
+def not_measured(result: dict) -> list[dict]:
+    """The checks of the assignment's required probes (Assignment.must_measure) that this result skipped for a
+    reason other than their part being absent or not implemented, in the result's order:
+    [{"id", "why", "explained", "location"}].
+
+    Not explained: the harness could not measure it (data `could_not_measure` or `harness_error`: the brief
+    training could not find or call the model, a probe's own code failed), unless the student's code raised there
+    (kind "error") and another required check fails or errs, which reports that exception. Explained: the probe's
+    own reason by design (a name it needs is absent, an argument the part lacks)."""
+    want = set(assignment_of(result.get("assignment")).must_measure)
+    checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+    required = [c for c in checks if PROBE_OF.get(str(c.get("id")), c.get("id")) in want]
+    failing = {c.get("id") for c in required if c.get("status") in ("fail", "error")}
+    out = []
+    for c in required:
+        d: dict = c["data"] if isinstance(c.get("data"), dict) else {}
+        m: dict = c["measured"] if isinstance(c.get("measured"), dict) else {}
+        if c.get("status") != "skip" or d.get("kind") in ABSENT_KINDS or m.get("status") in ABSENT_STATUS:
+            continue
+        harness = bool(d.get("could_not_measure") or d.get("harness_error"))
+        explained = not harness or (d.get("kind") == "error" and bool(failing - {c.get("id")}))
+        out.append({"id": str(c.get("id")), "why": str(c.get("detail") or d.get("could_not_measure") or "skipped"),
+                    "explained": explained, "location": c.get("location") if isinstance(c.get("location"), dict)
+                    else None})
+    return out

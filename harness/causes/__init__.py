@@ -5,7 +5,7 @@ Each module holds one cause: its document (CAUSE) and its rule (diagnose).
 from __future__ import annotations
 
 from . import (attention_renormalised, attention_shared, bad_output_init, causal_diagonal_masked,
-               causal_flag_ignored, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one,
+               causal_flag_ignored, check_not_measured, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one,
                cross_attention_swapped, data_digits_missing, data_not_reversed, decode_stops_early,
                dropout_at_inference, encoder_in_decode_loop, eval_mode_training, feed_forward_linear,
                forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step, heads_split_wrong,
@@ -31,7 +31,7 @@ RULES = (
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
     feed_forward_linear, causal_flag_ignored,
-) + lm_component.RULES + lm_training.RULES   # lm: objects, one per component and kind of failure
+) + lm_component.RULES + lm_training.RULES + (check_not_measured,)   # last: what could not be measured   # lm: objects, one per component and kind of failure
 
 
 def _first_per_id(causes) -> tuple:

@@ -16,6 +16,7 @@ import threading
 import time
 
 from ..assignments import assignment_of
+from ..checks import not_measured
 from ..readable import cut
 from ..source import SubmissionError, code_cell_numbers, read_source
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
@@ -384,6 +385,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
     if assignment_of(result.get("assignment")).per_component and checks:   # the component checklist, build order
         from .lm_checklist import terminal_lines
         lines.extend(terminal_lines(result, width, st))
+    for g in not_measured(result):     # required checks that did not run: never a silent skip
+        lines += _wrap("  " + st("not measured ", "yellow", not g["explained"]), f"{g['id']}: {g['why']}", wrap_at, 15)
     counts: dict[object, int] = {}    # by status, as the result spells it
     for c in checks:
         counts[c.get("status")] = counts.get(c.get("status"), 0) + 1

@@ -3,6 +3,8 @@ submissions/lm_example with one change each:
 
   a forward that needs a keyword argument (token_positions)  the brief training calls it the same way: it trains
   blocks kept in a plain list                                 optimizer-missing-parameters, at the list's line
+  a model called on the transposed input                      the training cannot be set up: check-not-measured,
+                                                              never CLEAN
 
 and in-process, the recorded call keeps every argument the adapter gave (a RoPE module, keywords)."""
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 from harness.api import check_file
 from harness.child import lm_loader
 from harness.child.probes.lm.model_call import capture, the_model
+from harness.report.terminal import summary
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "submissions" / "lm_example"
@@ -76,6 +79,20 @@ def test_blocks_in_a_plain_list_are_optimizer_missing_parameters_at_the_list(tmp
     assert d["component"] == "lm" and d["location"]["line"] == line
     assert d["location"]["file"].endswith("cs336_basics/model.py") and "ModuleList" in d["fix"]
     assert any(e.startswith("also explains lm-training") for e in d["evidence"])
+
+
+def test_a_training_that_cannot_be_set_up_is_never_clean(tmp_path):
+    path = repo(tmp_path, {"        x = self.token_embeddings(token_ids)": "        x = self.token_embeddings(token_ids.T)"},
+                {LM_CALL: "    return _loaded(lm, weights)(in_indices.T.contiguous())   # the model takes (seq, batch)"})
+    r = check_file(path, assignment="lm")
+    c = checks_of(r)
+    assert c["lm-lm"]["status"] == "pass"
+    assert c["lm-training"]["status"] == "skip" and c["lm-training"]["data"]["could_not_measure"]
+    assert r["verdict"] == "problems" and [d["id"] for d in r["diagnoses"]] == ["check-not-measured"]
+    assert r["diagnoses"][0]["confidence"] < 0.5
+    text = summary(r, color=False, width=None)
+    assert "not measured lm-training: not trained: run_transformer_lm's model could not be found" in text
+    assert "No problems found" not in text
 
 
 class Rope(torch.nn.Module):

@@ -45,6 +45,12 @@ def test_an_unlocated_training_failure_is_the_measurement_only():
     assert len(out) == 1 and out[0]["confidence"] < 0.5 and not out[0].get("component")
 
 
-def test_a_training_that_could_not_run_is_no_diagnosis():
-    assert diagnose(result({"status": "skip", "data": {"could_not_measure": "raised"}})) == []
+def test_a_training_that_could_not_run_is_no_training_diagnosis_but_the_result_is_incomplete():
+    """Not measured is not a failure of the student's (no training-fails), nor silent: check-not-measured, below
+    0.5 and on no component; when the student's code raised there and a component fails, that one reports it."""
+    out = diagnose(result({"status": "skip", "data": {"could_not_measure": "the model could not be found"}}))
+    assert [(d["id"], d.get("component")) for d in out] == [("check-not-measured", None)]
+    assert out[0]["confidence"] < 0.5 and out[0]["evidence"] == ["lm-training was not measured: leaves it at step 2"]
+    raised = {"status": "skip", "data": {"kind": "error", "could_not_measure": "the student's code raised"}}
+    assert [d["id"] for d in diagnose(result(raised, failing=("linear",)))] == ["component-mismatch"]
     assert diagnose(result({"status": "pass", "data": {}})) == []
