@@ -31,7 +31,9 @@ RULES = (
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
     feed_forward_linear, causal_flag_ignored,
-) + lm_component.RULES + lm_training.RULES + (check_not_measured,)   # last: what could not be measured   # lm: objects, one per component and kind of failure
+) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
+    check_not_measured,  # last: a required check that could not be measured
+)
 
 
 def _first_per_id(causes) -> tuple:

@@ -5,8 +5,8 @@ and the rest the reference's, it alone leaves the reference's curve) has a faili
 component's diagnosis explains the training too (lm_component.py lists lm-training among what it explains).
 Otherwise this rule names it: symptom (the curve leaves the reference's, a NaN, one batch not learnt) and
 mechanism (the isolation run) both measured. A model located whose forward pass uses tensors model.parameters()
-does not hold (lm-parameters fails) is optimizer_missing_parameters.py's, not this rule's. Without a located piece it is the measured failure only, below
-0.5 and on no component.
+does not hold (lm-parameters fails) is optimizer_missing_parameters.py's, not this rule's. Without a located
+piece it is the measured failure only, below 0.5 and on no component.
 """
 from __future__ import annotations
 

@@ -305,8 +305,8 @@ def context(result: object, source_path=None, timings: dict | None = None) -> di
         if isinstance(tms.get("total_s"), (int, float)) else "?",
         "verdict": verdict, "headline": headline, "diagnoses": diags, "error": err,
         "counts": [(s, counts[s], STATUS_LABEL[s]) for s in ("fail", "error", "skip", "info", "pass") if s in counts],
-        "n_checks": len(checks), "unmeasured": not_measured_checks(result), "sections": sections, "params": params,
-        "not_measured": not_measured,
+        "n_checks": len(checks), "sections": sections, "params": params, "not_measured": not_measured,
+        "unmeasured": not_measured_checks(result),       # required checks skipped: listed in the verdict's box
         "checks": check_rows(result, source_path), "stdout": _long_text(result.get("stdout")),
         "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result, source_path),
         "section_titles": SECTION_TITLES, "components": html_rows(result, _str),

@@ -16,9 +16,10 @@ import textwrap
 
 import torch
 
+from ....readable import cut
 from ... import lm_loader
 from ..base import StudentError, check
-from .common import gen
+from .common import classify, gen
 from .model_call import Call, capture, the_model
 from .train_brief import _args, corpus, init_weights
 
@@ -120,7 +121,8 @@ def parameters(ctx):
         if isinstance(e.exc, MemoryError):
             raise
         # the lm component's own check reports the exception
-        return _skip(f"run_transformer_lm raised {type(e.exc).__name__}: {str(e.exc)[:200]}", kind="error")
+        return _skip(f"run_transformer_lm raised {type(e.exc).__name__}: {cut(e.exc, 200)}",
+                     kind="not-implemented" if classify(e.exc) == "not-implemented" else "error")
     if not isinstance(y, torch.Tensor) or y.grad_fn is None:
         return _skip("the model's output carries no gradient")
     registered = {id(p) for p in model.module.parameters()} | {id(w) for w in w0.values()}

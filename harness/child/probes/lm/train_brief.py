@@ -31,7 +31,7 @@ import torch
 from ....readable import cut, num
 from ... import lm_loader
 from ..base import StudentError, check, manual_seed, rnd
-from .common import reference, student_location
+from .common import classify, reference, student_location
 from .model_call import capture, the_model
 
 CFG = {"context_length": 16, "d_model": 16, "num_layers": 2, "num_heads": 2, "d_ff": 32, "rope_theta": 10000.0}
@@ -306,10 +306,11 @@ def brief_training(ctx):
         if isinstance(e.exc, MemoryError):
             raise
         # not measured: an adapter that raises here raises on its own check too, which says why (a skip, so that
-        # one exception is not a second diagnosis); where it raised stays in the check
+        # one exception is not a second diagnosis; checks.not_measured reads the kind); where it raised stays
+        kind = "not-implemented" if classify(e.exc) == "not-implemented" else "error"
         return [check("lm-training", "skip", {"error": f"{type(e.exc).__name__}: {cut(e.exc, 200)}"}, "",
                       f"not trained: {e.where} raised {type(e.exc).__name__}: {cut(e.exc, 300)}",
-                      data={"kind": "error", "could_not_measure": "the student's code raised"},
+                      data={"kind": kind, "could_not_measure": "the student's code raised"},
                       location=student_location(e.exc.__traceback__))]
     except NotMeasured as e:
         return [check("lm-training", "skip", None, "", f"not trained: {e}", data={"could_not_measure": str(e)})]
