@@ -119,13 +119,15 @@ def watch(file, assignment, json_path, html_path, seed, quick, timeout, memory, 
     assignment = _usable(file, assignment)
     limits = Limits(timeout_s=timeout, memory_mb=memory, load_timeout_s=load_timeout,
                     cores=min(2, os.cpu_count() or 1), warm=True)
+    shown: dict = {}        # the last summary printed: a Ctrl-C while its report is drawn exits with its status
     try:
         last = loop(file, lambda n: check_and_report(file, assignment=assignment, seed=seed, device="cpu",
                                                      quick=quick, limits=limits, json_path=json_path,
-                                                     html_path=html_path),
+                                                     html_path=html_path, on_shown=lambda r: shown.update(last=r)),
                     interval=interval, max_runs=max_runs, say=click.echo)
     finally:
         warm.close_all()
+    last = shown.get("last", last)
     sys.exit(exit_code(last) if last is not None else 0)
 
 
@@ -190,9 +192,10 @@ def _usable(file: Path, assignment: str) -> str:
 
 
 def check_and_report(file: Path, *, assignment, seed, device, quick, limits, json_path=None, html_path=None,
-                     footer=None, daemon=False, repair=False) -> dict:
+                     footer=None, daemon=False, repair=False, on_shown=None) -> dict:
     """One check: progress on stderr, the JSON, the summary printed as soon as the diagnoses are known, then
-    the HTML report (its figures take a second) and its path. `footer`: a line after the report's path."""
+    the HTML report (its figures take a second) and its path. `footer`: a line after the report's path;
+    `on_shown(result)`: called once the summary is printed (what the user has seen, even if stopped now)."""
     from ..report import terminal
     progress = terminal.Progress(sys.stderr)
     warm = _prepare_html()
@@ -224,6 +227,8 @@ def check_and_report(file: Path, *, assignment, seed, device, quick, limits, jso
                             color=terminal._color(sys.stderr) if to_stdout else None,
                             width=terminal.width_for(sys.stderr) if to_stdout else None)
     click.echo(text, err=to_stdout)
+    if on_shown is not None:
+        on_shown(result)
     if not_repaired:
         click.echo(f"  repair   {not_repaired}", err=to_stdout)
     elif repair:
