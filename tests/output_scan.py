@@ -148,13 +148,36 @@ def json_strings(value, path: str = "result") -> list[tuple[str, str]]:
     return out
 
 
+_HUNK = re.compile(r"^\s*@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _prose_lines(text: str, sources) -> list[tuple[int, str]]:
+    """(number, line) of a terminal's lines less the code it quotes: a unified diff's hunks (a repair's patch:
+    its `@@` line and the ` `, `-`, `+` lines under it at the same indentation) and any line that is, stripped,
+    a line of the student's own sources."""
+    theirs = {ln.strip() for s in sources for ln in s.splitlines() if len(ln.strip()) >= 8}
+    out, hunk = [], None
+    for n, line in enumerate(text.splitlines(), start=1):
+        m = _HUNK.match(line)
+        if m:
+            hunk = len(line) - len(line.lstrip())
+            continue
+        if hunk is not None and len(line) > hunk and line[hunk] in " -+" and line[:hunk].strip() == "":
+            continue
+        hunk = None
+        if line.strip() in theirs:
+            continue
+        out.append((n, line))
+    return out
+
+
 def scan(terminal: str | None = None, html: str | None = None, result=None, sources: list[str] | tuple = ()) \
         -> list[str]:
     """Every problem found, as 'where: what: excerpt' lines; [] when the outputs read well."""
     vocab = _Vocabulary(list(sources))
     out: list[str] = []
     if terminal is not None:
-        for n, line in enumerate(terminal.splitlines(), start=1):
+        for n, line in _prose_lines(terminal, sources):
             out += check_text(f"terminal line {n}", line.split("│", 1)[0], vocab)
     if html is not None:
         for n, node in enumerate(html_text(html), start=1):

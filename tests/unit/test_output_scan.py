@@ -44,3 +44,17 @@ def test_json_strings_but_the_raw_ones():
               "diagnoses": [{"evidence": ["ImportErro…"]}]}
     got = scan(result=result)
     assert [p.split(":")[0] for p in got] == ["result.checks[0].expected", "result.diagnoses[0].evidence[0]"]
+
+
+def test_a_repairs_patch_and_the_students_own_lines_are_code_not_prose():
+    from output_scan import scan
+    term = ("  repair   verified at line 64\n"
+            "     @@ -63,3 +63,3 @@\n"
+            "              if mask is not None:\n"
+            "     -        scores = Q @ K.transpose(-2, -1)\n"
+            "     +        scores = (Q @ K.transpose(-2, -1)) / Q.size(-1) ** 0.5\n"
+            "  fix      model.fixed.py\n")
+    assert scan(terminal=term) == []
+    assert scan(terminal=term + "  measured None\n")            # prose after the patch is read again
+    mine = "        causal = torch.ones(T, T)[None, None]   # (1,1,T,T)\n"
+    assert scan(terminal=mine, sources=[mine]) == [] and scan(terminal=mine)
