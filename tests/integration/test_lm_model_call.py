@@ -44,13 +44,18 @@ def checks_of(result: dict) -> dict:
     return {c["id"]: c for c in result["checks"]}
 
 
-def test_a_model_whose_forward_needs_a_keyword_trains(tmp_path):
-    path = repo(tmp_path, {
+def positions_repo(tmp_path: Path) -> Path:
+    """lm_example whose model's forward needs token_positions=, which the adapter passes."""
+    return repo(tmp_path, {
         "    def forward(self, token_ids):\n        x = self.token_embeddings":
             "    def forward(self, token_ids, *, token_positions):\n        x = self.token_embeddings",
         "            x = layer(x)\n": "            x = layer(x, token_positions)\n",
     }, {LM_CALL: "    positions = torch.arange(in_indices.shape[-1])\n"
                  "    return _loaded(lm, weights)(in_indices, token_positions=positions)"})
+
+
+def test_a_model_whose_forward_needs_a_keyword_trains(tmp_path):
+    path = positions_repo(tmp_path)
     r = check_file(path, assignment="lm")
     c = checks_of(r)
     assert c["lm-training"]["status"] == "pass", c["lm-training"]["detail"]
