@@ -23,9 +23,38 @@ CAUSE = Cause(
 CHECKS = ("forbidden-ops", "output-flood")
 
 
+def kinds(check: dict | None) -> list[tuple[str, int]]:
+    """Every kind of operation the check recorded, with how many attempts of it (parent side: the child's
+    `counts`, validated; a kind named only in `ops` counts once). Attempts of one kind, however many, never
+    hide another kind."""
+    data = (check or {}).get("data") if isinstance(check, dict) else None
+    data = data if isinstance(data, dict) else {}
+    counts = data.get("counts")
+    counts = counts if isinstance(counts, dict) else {}
+    ops = data.get("ops")
+    ops = ops if isinstance(ops, list) else []
+    out: dict[str, int] = {}
+    for op, n in list(counts.items())[:40]:
+        if isinstance(op, str) and op and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            out[op[:40]] = min(n, 10 ** 9)
+    for op in ops[:40]:
+        if isinstance(op, str) and op:
+            out.setdefault(op[:40], 1)
+    return list(out.items())
+
+
+def kinds_text(check: dict | None) -> str:
+    """'list (60 times), subprocess, read, connect' ('' when none)."""
+    return ", ".join(f"{op} ({n} times)" if n > 1 else op for op, n in kinds(check))
+
+
 def diagnose(ev):
     failed = [c for c in (ev.failed(cid) for cid in CHECKS) if c]
     if not failed:
         return None
     location = next((c.get("location") for c in failed if c.get("location")), None)
-    return Finding(1.0, [say(c) for c in failed], location, explains=CHECKS)
+    evidence = [say(c) for c in failed]
+    shown = kinds_text(ev.failed("forbidden-ops"))
+    if shown:
+        evidence.insert(0, f"attempted, by kind: {shown}")
+    return Finding(1.0, evidence, location, explains=CHECKS)

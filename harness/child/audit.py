@@ -26,7 +26,9 @@ the grader's files (numpy.loadtxt of the reference counts), processes (torch.uti
 Events without the student's code on the stack, or with the grader's own code nearest (its interceptor
 inside the student's forward), are the harness's own and are never recorded.
 
-Records are bounded (MAX_RECORDS distinct, repeats counted). Whether the sandbox blocked an attempt is
+Records are bounded: at most MAX_PER_KIND distinct records of one kind (`list`, `read`, `subprocess`, ...) and
+MAX_RECORDS in all, but a kind's first record is always kept, so decoys of one kind cannot push another kind
+out; every attempt is counted by kind (`counts`), kept or not, and repeats of a record are counted on it. Whether the sandbox blocked an attempt is
 decided at the end (`attempts()`), from what the child can see: a file that is not there or not
 accessible was blocked; under bubblewrap the network was not reachable.
 """
@@ -38,7 +40,9 @@ import sys
 
 from ..identity import PACKAGES
 
-MAX_RECORDS = 50
+INSTALLED = None        # this process's Audit, once install() added its hook
+MAX_RECORDS = 50        # distinct records in all (beyond it, only a new kind's first record is kept)
+MAX_PER_KIND = 12       # distinct records of one kind
 
 _NET = {"socket.connect": "connect", "socket.bind": "bind", "socket.sendto": "sendto"}
 _PROC = {"subprocess.Popen": "subprocess", "os.system": "os.system", "os.exec": "os.exec", "os.posix_spawn":
@@ -54,9 +58,12 @@ _CTYPES = {"ctypes.dlsym": "ctypes", "ctypes.dlsym/handle": "ctypes", "ctypes.ca
            "ctypes.cdata/buffer": "ctypes", "ctypes.addressof": "ctypes", "ctypes.PyObj_FromPtr": "ctypes"}
 # Ways to a frame or to arbitrary objects of the process: from there the grader's own state (its result, its
 # channel, this record) is one attribute away. `object.__getattr__` is raised for tb_frame, gi_frame, ...
+# A trace or profile function is handed every frame; a code object under another file's name forges a frame's
+# origin (the guard and this hook tell the student's frames by their file): introspection too.
 _INTROSPECT = {"sys._getframe": "sys._getframe", "sys._current_frames": "sys._current_frames",
                "gc.get_objects": "gc.get_objects", "gc.get_referrers": "gc.get_referrers",
-               "gc.get_referents": "gc.get_referents", "object.__getattr__": None}
+               "gc.get_referents": "gc.get_referents", "object.__getattr__": None,
+               "sys.settrace": "sys.settrace", "sys.setprofile": "sys.setprofile", "code.__new__": None}
 _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
 # Making a descriptor send its I/O signals to a process (the worker, with O_ASYNC and F_SETSIG: any signal, at
 # the next write): refused by confine.py's filter, reported here. (call, request) -> its name.
@@ -97,17 +104,22 @@ class Audit:
                                                sysconfig.get_paths().get("platstdlib", "")} if p)
         self.site = tuple(_root(p) for p in site.getsitepackages())
         self.records = {}        # key -> record
-        self.dropped = 0
+        self.dropped = 0         # distinct attempts not kept (their kind's count has them)
+        self.counts = {}         # kind (op) -> every attempt of that kind, kept or not, repeats included
+        self._kept = {}          # kind -> distinct records kept
         self.phase = "loading your file"
         self._busy = False
         self.notify = None       # set by the child: tells the parent at once (the record itself can be emptied)
         self._told = set()
         self._pid = os.getpid()  # only this process speaks on the result channel (a side fork does not)
         import inspect
+        import logging
         import traceback
         self._inspect = os.path.realpath(inspect.__file__)
         self._traceback = os.path.realpath(traceback.__file__)
+        self._logging = os.path.realpath(logging.__file__) if os.path.exists(logging.__file__) else logging.__file__
         self.torch_dir = _torch_dir()
+        self.thread_start = None     # threads.py: the code at the bottom of every thread the student's code started
 
     # -- the hook ----------------------------------------------------------------
     def hook(self, event, args):
@@ -177,38 +189,49 @@ class Audit:
         return bool(self.torch_dir) and isinstance(name, str) and name.startswith(self.torch_dir)
 
     def _introspection(self, event, args):
-        """A frame (or the heap) handed to the student's code: its own call, or inspect's/traceback's walk on
-        its behalf. Libraries using frames for themselves (warnings, typing, torch) are not the student."""
+        """A frame (or the heap) handed to the student's code: its own call, or inspect's/traceback's/logging's
+        walk on its behalf. Libraries using frames for themselves (warnings, typing, torch) are not the student."""
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in _FRAME_ATTRS:
                 return
             what = args[1]
+        elif event == "code.__new__":     # code.replace(co_filename=...), types.CodeType(...): args[1] its file
+            if len(args) < 2 or self.is_student(args[1]):
+                return
+            what = "a code object named " + _short(args[1], 120)
         else:
             what = _INTROSPECT[event]
         f = sys._getframe(3)         # 0: _introspection, 1: _on, 2: hook; 3: the code that raised the event
         while f is not None:
             name = f.f_code.co_filename
-            if name == self._inspect or (name == self._traceback and f.f_code.co_name in ("walk_stack", "walk_tb")):
-                f = f.f_back         # inspect.stack(), traceback.walk_tb(): frames for whoever called them
+            if name == self._inspect or (name == self._traceback and f.f_code.co_name in ("walk_stack", "walk_tb")) \
+                    or (name == self._logging and f.f_code.co_name == "<lambda>"):
+                f = f.f_back         # inspect.stack(), traceback.walk_tb(), logging.currentframe(): for the caller
                 continue
             break
         if f is None or not self.is_student(f.f_code.co_filename):
             return
-        line = f.f_lineno
+        self.introspected(what, f.f_lineno)
+
+    def introspected(self, what: str, line):
+        """Recorded, and told to the parent at once (also the guard's: a signal handler, a threading hook)."""
         self._add("introspection", what, line, "student")
         if self.notify is not None and what not in self._told and os.getpid() == self._pid and len(self._told) < 8:
             self._told.add(what)
             self.notify(f"frame or heap introspection from the submission's code ({what}, line {line}, during "
                         f"{self.phase})")
 
-    def _who(self):
-        """('student' | library file, the student's line) or None when the student's code is not on the stack."""
-        f = sys._getframe(3)         # 0: _who, 1: _on, 2: hook; 3: the code that raised the event
+    def _who(self, f=None):
+        """('student' | library file, the student's line) or None when the student's code is not on the stack.
+        In a thread the student's code started (threads.py), the line that started it stands for the student."""
+        f = f or sys._getframe(3)    # 0: _who, 1: _on, 2: hook; 3: the code that raised the event
         actor = None
         while f is not None:
             name = f.f_code.co_filename
             if self.is_student(name):
                 return (actor or "student"), f.f_lineno
+            if f.f_code is self.thread_start:        # the bottom of a thread the student's code started
+                return (actor or "student"), f.f_locals["self"].line
             if actor is None and not (name.startswith("<frozen") or
                                       (name.startswith(self.stdlib) and not name.startswith(self.site))):
                 actor = name
@@ -236,14 +259,17 @@ class Audit:
         self._add(op or kind, full, line, "student" if student else "library")
 
     def _add(self, op, target, line, actor):
+        self.counts[op] = self.counts.get(op, 0) + 1
         key = (op, target, line)
         rec = self.records.get(key)
         if rec is not None:
             rec["count"] += 1
             return
-        if len(self.records) >= MAX_RECORDS:
-            self.dropped += 1
+        kept = self._kept.get(op, 0)
+        if kept and (kept >= MAX_PER_KIND or len(self.records) >= MAX_RECORDS):
+            self.dropped += 1    # a kind's first record is always kept: decoys cannot hide another kind
             return
+        self._kept[op] = kept + 1
         self.records[key] = {"op": op, "target": target, "line": line, "during": self.phase, "count": 1,
                              "via": "your code" if actor == "student" else "a library called by your code"}
 
@@ -326,6 +352,10 @@ def grader_roots() -> list[str]:
 
 def install(student_path: str, scratch: str, isolation: str = "") -> Audit:
     """Add the hook (for the rest of this process's life) and return its record."""
+    global INSTALLED
     audit = Audit(student_path, scratch, grader_roots(), isolation)
     sys.addaudithook(audit.hook)
+    INSTALLED = audit
+    from .threads import watch_threads
+    watch_threads(audit)
     return audit

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import types
 
+from . import hookwatch
 from .guard import Guard
 from ..identity import fn_parts, is_grader_name
 
@@ -123,7 +124,7 @@ def capture(extra_objects=()) -> Guard:
         "function_modes": torch._C._len_torch_function_stack(),
         "dispatch_modes": torch._C._len_torch_dispatch_stack(),
         "hooks": {label: frozenset(d) for label, d in g.hooks},
-        "trace": sys.gettrace(), "profile": sys.getprofile(),
+        "hookwatch": hookwatch.snapshot(),
         "dtype": torch.get_default_dtype(),
         "device": torch.get_default_device() if hasattr(torch, "get_default_device") else None,
         "grad": torch.is_grad_enabled(), "threads": torch.get_num_threads(),

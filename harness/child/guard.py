@@ -34,6 +34,7 @@ from ..identity import (
     same_container,
 )
 from ..scan import EditSites, edit_sites
+from . import hookwatch
 
 # What a probe uses right after a call into student code: compared after every such call.
 _HOT = ("builtins", "math", "torch.nn.functional", "torch.Tensor", "torch.nn.Module", "harness", "reference_model")
@@ -66,6 +67,7 @@ class Guard:
         self.sites = EditSites()
         self.accepted = []     # torch's own side effects taken into the record (not findings)
         self.module_changes = []   # (module name, line, during): sys.modules entries the student replaced
+        self.on_hook = None        # (what, line): a hook handed frames, told to the parent at once (audit.py)
 
     def set_student(self, path: str, text: str):
         """The student's file: its frames' name, and where its text edits attributes (before it runs)."""
@@ -339,22 +341,16 @@ class Guard:
             keys = base["hooks"].get(label, frozenset())
             for k in [k for k in list(d) if k not in keys]:
                 d.pop(k, None)
-        for name, get, put, key in (("settrace", sys.gettrace, sys.settrace, "trace"),
-                                    ("setprofile", sys.getprofile, sys.setprofile, "profile")):
-            cur = get()
-            if cur is not base[key]:
-                origin, line = self._origin(cur)
-                if origin != "torch":
-                    self._found(f"sys.{name} hook installed", where, line)
-                put(base[key])
+        # trace, profile and signal hooks, threading's, the thread-start wrappers: hookwatch.py
+        hookwatch.check(base.get("hookwatch"), self._origin, lambda what, line: self._found(what, where, line),
+                        self.on_hook)
 
     # -- scopes around student code -------------------------------------------
     def enter(self):
         """The state before a call into student code (the harness may have its own modes/hooks active)."""
         t = self._torch
         return {"function_modes": t["tf_len"](), "dispatch_modes": t["td_len"](),
-                "hooks": {label: frozenset(d) for label, d in self.hooks},
-                "trace": sys.gettrace(), "profile": sys.getprofile()}
+                "hooks": {label: frozenset(d) for label, d in self.hooks}, "hookwatch": hookwatch.snapshot()}
 
     def _reset_device(self):
         """torch.set_default_device works through a TorchFunctionMode: undo it through the same API."""

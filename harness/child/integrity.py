@@ -44,14 +44,19 @@ def add_integrity(result, check, audit, guard, source, captured):
         outcome = {True: "blocked", False: "not blocked", None: "outcome unknown"}[r["blocked"]]
         times = f", {r['count']} times" if r["count"] > 1 else ""
         return f"{r['op']} {r['target']}{at} ({outcome}{times}; {r['via']}, during {r['during']})"
-    shown = "; ".join(one(r) for r in attempts[:10]) + (f"; and {len(attempts) - 10} more" if len(attempts) > 10
-                                                         else "")
+    # every kind first (its first record), then the rest: decoys of one kind never hide another kind
+    firsts = list({r["op"]: r for r in attempts[::-1]}.values())
+    firsts.sort(key=lambda r: attempts.index(r))
+    order = firsts + [r for r in attempts if not any(r is f for f in firsts)]
+    shown = "; ".join(one(r) for r in order[:10]) + (f"; and {len(order) - 10} more" if len(order) > 10 else "")
+    counts = {r["op"]: max(1, audit.counts.get(r["op"], 0)) for r in firsts}     # every attempt, by kind
+    kinds = ", ".join(f"{op} ({n} times)" if n > 1 else op for op, n in counts.items())
     first = next((r["location"] for r in attempts if r.get("location")), None)
     result["checks"].insert(0, check(
         "forbidden-ops", "fail", len(attempts) + audit.dropped,
         "no network, no files or folders outside the submission's own, no processes, no native code",
-        cut(f"your code tried: {shown}", 1900),
-        data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted({r["op"] for r in attempts})},
+        cut(f"your code tried {kinds}: {shown}", 1900),
+        data={"attempts": attempts, "dropped": audit.dropped, "ops": sorted(counts), "counts": counts},
         location=first))
 
 

@@ -177,7 +177,7 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
             return None
     key = secrets.token_hex(16).encode()
     marks = (len(guard.findings), len(guard.accepted), len(guard.module_changes), len(captured.parts),
-             {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped)
+             {k: id(v) for k, v in ctx.artifacts.items()}, captured.dropped, dict(audit.counts))
     was, audit._busy = audit._busy, True        # the harness's own fork: not an operation of the student's
     gc.freeze()     # the fork's collections then skip what it shares with this process (see zygote._warm_up)
     try:
@@ -206,7 +206,7 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
             if gate and gate_fails(out["checks"][p.id], gate, p.id):
                 os.write(w, f"G{p.id}\n".encode())      # the rest would not change the answer: report now
                 break
-        n_find, n_acc, n_mod, n_parts, art, n_dropped = marks
+        n_find, n_acc, n_mod, n_parts, art, n_dropped, n_kinds = marks
         out["artifacts"] = {k: v for k, v in ctx.artifacts.items() if art.get(k) != id(v)}
         if ctx.reach is not None and ctx.reach.on:
             out["coverage"] = {i: ctx.reach.by.get(i, []) for i in out["checks"]}     # the probes it ran
@@ -214,6 +214,7 @@ def start(probes: list, run, ctx, guard, audit, captured, jsonable, gate: frozen
                         "accepted": guard.accepted[n_acc:], "module_changes": guard.module_changes[n_mod:]}
         out["audit"] = [[list(k), rec] for k, rec in audit.records.items()]
         out["audit_dropped"] = audit.dropped
+        out["audit_counts"] = {op: n - n_kinds.get(op, 0) for op, n in audit.counts.items() if n > n_kinds.get(op, 0)}
         out["printed"] = "".join(captured.parts[n_parts:])
         out["printed_dropped"] = captured.dropped - n_dropped      # what printing past the bound lost here
         data = b"R" + key + json.dumps(out, default=jsonable).encode("utf-8", "replace") + b"\n"
@@ -349,6 +350,9 @@ def _merge_integrity(report: dict, guard, audit, captured, ctx) -> None:
         elif isinstance(rec, dict):
             audit.records[key] = rec
     audit.dropped = max(audit.dropped, int(report.get("audit_dropped") or 0))
+    for op, n in (report.get("audit_counts") or {}).items():      # the fork's attempts, by kind, since it forked
+        if isinstance(op, str) and isinstance(n, int) and n > 0:
+            audit.counts[op] = audit.counts.get(op, 0) + n
     captured.write(str(report.get("printed") or ""))
     dropped = report.get("printed_dropped")
     captured.dropped += dropped if isinstance(dropped, int) and dropped > 0 else 0

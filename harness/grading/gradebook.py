@@ -82,10 +82,9 @@ def integrity_of(result: dict) -> str:
     if any(cid in failed for cid in INTEGRITY_CHECKS) or \
             any(isinstance(d, dict) and d.get("id") == "tampering" for d in result.get("diagnoses") or []):
         parts.append("tampering")
-    ops = ((failed.get("forbidden-ops") or {}).get("data") or {}).get("ops")
     if "forbidden-ops" in failed:
-        names = [str(o) for o in ops][:8] if isinstance(ops, list) else []
-        parts.append("forbidden: " + (", ".join(names) if names else "operations"))
+        from ..causes.forbidden_operation import kinds_text      # every kind, with its count
+        parts.append("forbidden: " + (kinds_text(failed["forbidden-ops"]) or "operations"))
     if "output-flood" in failed:
         parts.append("output flood")
     return "; ".join(parts)

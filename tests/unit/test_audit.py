@@ -125,8 +125,30 @@ def test_records_are_bounded_and_repeats_counted(tmp_path):
     for i in range(audit_mod.MAX_RECORDS + 20):
         student_calls(a, "open", (f"/home/f{i}", "r", 0))
     recs = a.attempts()
-    assert len(recs) == audit_mod.MAX_RECORDS and a.dropped == 21
+    assert len(recs) == audit_mod.MAX_PER_KIND
+    assert a.dropped == audit_mod.MAX_RECORDS + 20 - (audit_mod.MAX_PER_KIND - 1)
     assert next(r for r in recs if r["target"] == "/etc/passwd")["count"] == 5
+    assert a.counts == {"read": 5 + audit_mod.MAX_RECORDS + 20}
+    for kind in range(20):      # many kinds: the total cap holds, but never against a kind's first record
+        for i in range(audit_mod.MAX_PER_KIND):
+            a.add_finding(f"kind{kind}", f"t{i}", 3)
+    assert {r["op"] for r in a.attempts()} == {"read"} | {f"kind{k}" for k in range(20)}
+    assert audit_mod.MAX_RECORDS <= len(a.records) <= audit_mod.MAX_RECORDS + 20     # beyond: firsts only
+
+
+def test_decoys_of_one_kind_never_push_another_kind_out(tmp_path):
+    """60 listings of distinct folders, then a shell, a read of the grader's file and a connect: every kind is
+    kept (its first record) and counted."""
+    a = make(tmp_path)
+    for i in range(60):
+        student_calls(a, "os.listdir", (f"/home/decoy{i}",))
+    student_calls(a, "os.system", ("id",))
+    student_calls(a, "open", (audit_mod.__file__, "r", 0))
+    student_calls(a, "socket.connect", (None, ("10.0.0.1", 80)))
+    recs = a.attempts()
+    assert {r["op"] for r in recs} == {"list", "os.system", "read", "connect"}
+    assert a.counts == {"list": 60, "os.system": 1, "read": 1, "connect": 1}
+    assert sum(r["op"] == "list" for r in recs) == audit_mod.MAX_PER_KIND
 
 
 def test_blocked_is_decided_from_what_the_process_can_see(tmp_path):
@@ -157,3 +179,44 @@ def test_a_descriptors_signal_owner_is_recorded_with_the_pid_it_names(tmp_path):
     student_calls(a, "fcntl.ioctl", (1, 0x5413, b"\0" * 8))                    # TIOCGWINSZ
     assert {(op, target) for op, target, _, _ in ops(a)} == {("signal-owner", "F_SETOWN 2"),
                                                            ("signal-owner", "FIOSETOWN 7")}
+
+
+def test_operations_from_threads_the_student_started_are_the_students(tmp_path):
+    """A thread started by the student's code with a function of no frame of its own (os.listdir, os.system
+    through an executor, a raw _thread): its operations count, at the line that started the thread; a thread
+    the harness starts does not."""
+    import _thread
+    import threading
+    from harness.child import threads
+    a = make(tmp_path)
+    saved = (_thread.start_new_thread, _thread.start_new, threading._start_new_thread)
+    threads.watch_threads(a)
+    hook = a.hook
+    try:
+        go = _fn("def go(os, threading, cf, done):\n"
+                 "    t = threading.Thread(target=os.listdir, args=('/home',)); t.start(); t.join()\n"
+                 "    cf.ThreadPoolExecutor(1).submit(os.listdir, '/root').result()\n",
+                 STUDENT, "go")
+        import concurrent.futures as cf
+        real = os.listdir
+        fake = types.SimpleNamespace(listdir=lambda p: hook("os.listdir", (p,)))
+        go(fake, threading, cf, None)
+        t = threading.Thread(target=fake.listdir, args=("/var",))          # the harness's own thread
+        t.start(), t.join()
+        assert real is os.listdir
+    finally:
+        _thread.start_new_thread, _thread.start_new, threading._start_new_thread = saved
+    assert {(op, target, line) for op, target, line, _ in ops(a)} == {("list", "/home", 2), ("list", "/root", 3)}
+
+
+def test_trace_hooks_and_code_under_another_name_are_introspection(tmp_path):
+    a = make(tmp_path)
+    told = []
+    a.notify = told.append
+    student_calls(a, "sys.settrace", ())
+    student_calls(a, "code.__new__", (b"", "/grader/harness/child/main.py", "f", 0, 0, 0, 0, 0, 0))
+    student_calls(a, "code.__new__", (b"", STUDENT, "f", 0, 0, 0, 0, 0, 0))             # its own file: fine
+    student_calls(a, "sys.setprofile", (), via_library=True)                            # a library's own
+    assert {target for op, target, _, _ in ops(a)} == {"sys.settrace",
+                                                      "a code object named /grader/harness/child/main.py"}
+    assert len(told) == 2

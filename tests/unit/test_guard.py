@@ -98,3 +98,24 @@ def _full(c) -> bool:
         return False
 
 
+
+
+def test_frame_hooks_left_behind_are_found_put_back_and_told(guard):
+    """threading.settrace (every new thread's frames) and a signal handler (the interrupted frame) have no audit
+    event: the guard compares them after each call, puts them back and tells them (hookwatch.py)."""
+    import signal
+    import threading
+    told = []
+    guard.on_hook = lambda what, line: told.append(what)
+    token = guard.enter()
+    old = signal.getsignal(signal.SIGUSR2)
+    signal.signal(signal.SIGUSR2, lambda signum, frame: None)
+    threading.settrace(lambda *a: None)
+    try:
+        found = guard.check("a call", token, hot=True)
+    finally:
+        threading.settrace(None)
+        signal.signal(signal.SIGUSR2, old)
+    assert any("threading.settrace" in f for f in found) and any("SIGUSR2" in f for f in found), found
+    assert len(told) == 2, told
+    assert threading._trace_hook is None and signal.getsignal(signal.SIGUSR2) is old
