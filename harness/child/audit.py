@@ -40,7 +40,6 @@ import sys
 
 from ..identity import PACKAGES
 
-INSTALLED = None        # this process's Audit, once install() added its hook
 MAX_RECORDS = 50        # distinct records in all (beyond it, only a new kind's first record is kept)
 MAX_PER_KIND = 12       # distinct records of one kind
 
@@ -352,10 +351,8 @@ def grader_roots() -> list[str]:
 
 def install(student_path: str, scratch: str, isolation: str = "") -> Audit:
     """Add the hook (for the rest of this process's life) and return its record."""
-    global INSTALLED
     audit = Audit(student_path, scratch, grader_roots(), isolation)
     sys.addaudithook(audit.hook)
-    INSTALLED = audit
     from .threads import watch_threads
     watch_threads(audit)
     return audit

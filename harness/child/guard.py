@@ -67,7 +67,7 @@ class Guard:
         self.sites = EditSites()
         self.accepted = []     # torch's own side effects taken into the record (not findings)
         self.module_changes = []   # (module name, line, during): sys.modules entries the student replaced
-        self.on_hook = None        # (what, line): a hook handed frames, told to the parent at once (audit.py)
+        self.audit = None          # audit.py's record: a hook handed frames is told to the parent at once
 
     def set_student(self, path: str, text: str):
         """The student's file: its frames' name, and where its text edits attributes (before it runs)."""
@@ -343,7 +343,7 @@ class Guard:
                 d.pop(k, None)
         # trace, profile and signal hooks, threading's, the thread-start wrappers: hookwatch.py
         hookwatch.check(base.get("hookwatch"), self._origin, lambda what, line: self._found(what, where, line),
-                        self.on_hook)
+                        self.audit)
 
     # -- scopes around student code -------------------------------------------
     def enter(self):

@@ -20,7 +20,6 @@ import signal
 import sys
 
 from ..identity import code_of
-from . import audit as _audit
 
 _HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # the grader's own handlers
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGALRM))
@@ -34,11 +33,12 @@ def snapshot() -> dict:
             "signals": {s: signal.getsignal(s) for s in _SIGNALS}}
 
 
-def check(base: dict | None, origin, found, tell=None) -> None:
+def check(base: dict | None, origin, found, audit=None) -> None:
     """Compare with `base` (a snapshot), put back what changed and report it: found(what, line), and
-    tell(what, line) for a hook that is handed frames. origin(value) -> ('student'|'torch'|..., line)."""
+    audit.introspected(what, line) for a hook that is handed frames. origin(value) -> ('student'|'torch'|..., line)."""
     if not base:
         return
+    tell = audit.introspected if audit is not None else None
     for name, get, put, key in (("settrace", sys.gettrace, sys.settrace, "trace"),
                                 ("setprofile", sys.getprofile, sys.setprofile, "profile")):
         cur = get()
@@ -73,7 +73,6 @@ def check(base: dict | None, origin, found, tell=None) -> None:
             pass
         _both(found, tell, f"a signal handler for {signal.Signals(sig).name} installed (handed the frame it "
                            f"interrupts)", line)
-    audit = _audit.INSTALLED
     if audit is not None:
         from .threads import install_wrappers
         for name in install_wrappers(audit):

@@ -230,7 +230,7 @@ def main(argv=None):
     audit = audit_mod.install(a.path, here, a.isolate)
     # introspection is told to the parent at once: a line already on the pipe cannot be taken back
     audit.notify = lambda what: send({"event": MSG_INTEGRITY, "what": what})
-    guard.on_hook = audit.introspected      # a trace, profile or signal hook left behind: told the same way
+    guard.audit = audit     # a trace, profile or signal hook left behind is told the same way (hookwatch.py)
     from .hide import Hidden
     hidden = Hidden(guard._sysmods, audit.grader, is_student=audit.is_student, report=lambda name, line: guard._found(
         f"uses the grader's own code: imported {name} while the checks ran", None, line))
