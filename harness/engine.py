@@ -5,7 +5,9 @@ before a rule reads it, and diagnoses and scores are computed only here.
 """
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 from . import __version__, reached, reference_curves
 from .assignments import DEFAULT, assignment_of
@@ -14,6 +16,7 @@ from .causes import lm_decide
 from .causes.base import Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
+from .limits import RESULT_MB
 from .readable import cut
 from .outcome import ChildOutcome, stack_line
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
@@ -268,6 +271,18 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
             "quick": quick, "verdict": "error", "diagnoses": [], "checks": [], "skipped_code": [],
             "stdout": outcome.stdout[-100_000:], "stderr": outcome.stderr[-20_000:], "artifacts": {},
             "timings": {"total_s": round(outcome.seconds, 3)}, "error": None}
+    if outcome.payload is not None:
+        try:
+            p = validate_payload(outcome.payload)
+        except InvalidResult as e:
+            base["diagnoses"] = [_diag("grader-fault", 1.0, [f"invalid result from the child: {e}"])]
+            base["error"] = {"kind": "invalid-result", "reason": str(e), "phase": None, "student_fault": False}
+            return base
+        size = len(json.dumps(p, indent=2))       # as the results file writes it (api.write_json_atomic)
+        if size > RESULT_MB * 1_000_000:           # only the submission's code makes a result this large
+            outcome = replace(outcome, payload=None, status="crashed", reason=(
+                f"made a result of {size / 1e6:.1f} MB, over the {RESULT_MB} MB a check's result may take (a "
+                "correct model's is well under 1 MB: the submission's code made it this large)"))
     if outcome.payload is None:
         reason = outcome.reason
         cause = {"timeout": "timeout", "memory": "memory-limit", "grader-fault": "grader-fault"}.get(
@@ -278,12 +293,6 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
         base["diagnoses"] = [_diag(cause, 1.0, ev, loc)]
         base["error"] = {"kind": outcome.status, "reason": reason, "phase": outcome.phase,
                          "student_fault": outcome.status != "grader-fault"}
-        return base
-    try:
-        p = validate_payload(outcome.payload)
-    except InvalidResult as e:
-        base["diagnoses"] = [_diag("grader-fault", 1.0, [f"invalid result from the child: {e}"])]
-        base["error"] = {"kind": "invalid-result", "reason": str(e), "phase": None, "student_fault": False}
         return base
     base.update(checks=p["checks"], skipped_code=p["skipped_code"], artifacts=p["artifacts"],
                 stdout=p["stdout"] + (outcome.stdout[-20_000:] if outcome.stdout.strip() else ""))

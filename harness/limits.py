@@ -9,6 +9,8 @@ LOAD_TIMEOUT_S = 30.0      # loading (definitions only) that runs longer ends as
 OUTPUT_MB = 1.0            # more stdout/stderr than this is a finding (check `output-flood`)
 RUN_FOLDER_MB = 256        # what a run's folder may hold in all (its submission copy is <= 40 MB; each file
                            # <= Limits.file_mb): the parent ends a run past it (diskwatch.py)
+RESULT_MB = 4              # the most the parent reads of a check's result channel, and the most a validated result may
+                           # take as JSON (a correct model's is well under 1 MB): past it, the student's error
 SUPPORT_MB = 32            # the instructor's extra files (`gradescope build --files`) in all, copied into every run's
 SUPPORT_FILES = 1000       # folder beside the submission (isolation/support_files.py)
 # Gradescope's autograder container (a smaller machine, one submission at a time)

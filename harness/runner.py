@@ -42,14 +42,13 @@ from .isolation.diskwatch import DiskWatch, Watches
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
 from .isolation.repo_copy import copy_repo
-from .isolation.result_pipe import Drain, ResultChannel
+from .isolation.result_pipe import MAX_RESULT_BYTES, Drain, ResultChannel
 from .isolation.scratch import apply_rlimits, ask_for_stack, rlimits
 from .isolation.scratch import env as _env
 from .isolation.scratch import rmtree as _rmtree
 from .isolation.support_files import SupportError
 from .isolation.support_files import copy_into as copy_support
 
-MAX_RESULT_BYTES = 32 * 1024 * 1024
 MAX_OUTPUT_BYTES = 256 * 1024
 
 
@@ -259,6 +258,7 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
                   stack=stack, phases=chan.phases, isolation=isolation,
                   integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
     where = f" (while running '{chan.phase}')" if chan.phase else ""
+    breach += [chan.oversize_reason()] if chan.oversized and (integrity or breach) else []
     common["integrity"] += breach
     if integrity or breach:
         payload = chan.result if (chan.done and not chan.broken and rc == 0 and isinstance(chan.result, dict)) \
@@ -266,6 +266,8 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
         return ChildOutcome(_with_parent_checks(payload, integrity, static, str(submission), flood, breach), "ok",
                             "tampering with the result channel" if integrity else "breach of the run's isolation",
                             **common)
+    if chan.oversized:
+        return ChildOutcome(None, "crashed", chan.oversize_reason() + where, **common)
     if not chan.phases and not (chan.done and rc == 0):
         return _before_load(rc, finished, common, isolation, lim)
     if finished == "disk":

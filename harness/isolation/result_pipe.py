@@ -9,7 +9,10 @@ import re
 import threading
 import time
 
+from ..limits import RESULT_MB
 from ..protocol import MSG_INTEGRITY, MSG_PHASE, MSG_RESULT
+
+MAX_RESULT_BYTES = int(RESULT_MB * 1_000_000)      # read from the result channel; past it, the student's error
 
 _PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -60,14 +63,20 @@ class ResultChannel:
     Authentic lines are JSON objects with the run's key and consecutive sequence numbers: phases, then one
     result. Everything else is counted (`rejected`) or breaks the channel (`broken`): both are tampering."""
 
-    def __init__(self, nonce: str, t0: float, on_event=None):
+    def __init__(self, nonce: str, t0: float, on_event=None, max_bytes: int | None = MAX_RESULT_BYTES):
         self.nonce, self.t0, self.on_event = nonce, t0, on_event
+        self.max_bytes, self.size = max_bytes, 0
+        self.oversized = False       # more than max_bytes on the channel: nothing past them is read
         self.seq, self.result, self.done = 0, None, False
         self.phase, self.phases = None, []
         self.rejected, self.broken = 0, None
         self.live: list[str] = []    # integrity events the child sent as they happened (audit.py: introspection)
 
     def on_line(self, line: bytes):
+        self.size += len(line) + 1
+        if self.oversized or (self.max_bytes is not None and self.size > self.max_bytes):
+            self.oversized = True    # not parsed: a result this large slows the trusted process down
+            return
         if not line.strip():
             self.rejected += 1
             return
@@ -103,8 +112,16 @@ class ResultChannel:
             self.broken = self.broken or "an unknown message with the run's key"
 
     def on_end(self, pending: bytes, overflow: bool):
-        if pending.strip() or overflow:
+        if overflow and self.max_bytes is not None:
+            self.oversized = True   # one line past the bound (the Drain's limit): the result, or a forged write
+        elif pending.strip() or overflow:
             self.rejected += 1      # an unterminated or oversized write: never the grader's
+
+    def oversize_reason(self) -> str:
+        """Why the result was not read (the student's error: no check of correct code comes near the bound)."""
+        return (f"sent more than {(self.max_bytes or 0) / 1e6:.0f} MB on the result channel (the most the grader "
+                f"reads from a check; a correct model's result is well under 1 MB): the submission's code made the "
+                f"result this large, and nothing past the bound was read")
 
     def problems(self) -> list[str]:
         out = []

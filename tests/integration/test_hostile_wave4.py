@@ -55,3 +55,14 @@ def test_a_code_object_claiming_a_grader_file_is_told_to_the_parent(tmp_path):
     assert "a code object named" in iso["detail"] and "harness/child/probes/base.py" in iso["detail"], iso["detail"]
     assert f"line {line_of(path, '# OP code load')}" in iso["detail"], iso["detail"]
     assert "tampering" in causes(r) and score(r) == 0
+
+
+def test_a_swollen_result_is_not_read_past_the_bound(tmp_path):
+    """A result swollen to ~54 MB through the grader's frames: the parent reads 4 MB of it, no more, and the
+    row says so, beside the live report of the walk (tampering at 0); the results file stays small."""
+    import json
+    r = run(build("wave4_huge_result", tmp_path / "h"), cores=1)
+    iso = check_of(r, "isolation")
+    assert iso is not None and "more than 4 MB on the result channel" in iso["detail"], iso
+    assert "tampering" in causes(r) and score(r) == 0
+    assert len(json.dumps(r, indent=2)) < 5_000_000

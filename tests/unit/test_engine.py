@@ -90,3 +90,41 @@ COMBOS = [
 ]
 
 
+
+
+def test_a_result_too_large_for_the_results_file_is_the_students_error():
+    """Under the channel's 4 MB a payload can still swell as the results file writes it (indented): past
+    limits.RESULT_MB it is not written, and the student's row says why."""
+    from harness.limits import RESULT_MB
+    from harness.outcome import ChildOutcome
+    nested = [[[[1] * 200] * 50] * 20] * 4           # small compact, large indented
+    payload = {"checks": [{"id": "a", "status": "pass", "data": {"v": nested}}], "load": {"ok": True}}
+    r = engine.build_result(ChildOutcome(payload, "ok"), "s.py", "reversal")
+    assert r["error"]["student_fault"] and r["error"]["kind"] == "crashed", r["error"]
+    assert f"over the {RESULT_MB} MB" in r["error"]["reason"] and r["checks"] == []
+
+
+def test_the_parent_reads_at_most_the_result_bound_from_the_channel():
+    """Lines past the bound are not parsed, and one line longer than the bound (the Drain's limit) ends the
+    same way: the run's outcome is the student's error with the reason, never a 50 MB parse."""
+    import os
+    from harness.isolation.result_pipe import MAX_RESULT_BYTES, Drain, ResultChannel
+    chan = ResultChannel("k", 0.0)
+    r, w = os.pipe()
+    d = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
+    d.start()
+    block = b'{"nonce": "x", "pad": "' + b"y" * (1 << 20) + b'"}\n'
+    for _ in range(6):
+        os.write(w, block)
+    os.close(w)
+    d.join(10)
+    assert chan.oversized and chan.rejected <= 4 and "more than 4 MB" in chan.oversize_reason()
+    one = ResultChannel("k", 0.0)
+    r, w = os.pipe()
+    d = Drain(r, MAX_RESULT_BYTES, one.on_line, one.on_end)
+    d.start()
+    for _ in range(5):
+        os.write(w, b"z" * (1 << 20))                # no line break: one line past the bound
+    os.close(w)
+    d.join(10)
+    assert one.oversized and one.rejected == 0
