@@ -13,7 +13,7 @@ from . import __version__, reached, reference_curves
 from .assignments import DEFAULT, assignment_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
-from .causes.base import Evidence, say
+from .causes.base import RANDOMNESS_EVIDENCE, Evidence, say
 from .causes.lm_component import order as lm_order
 from .checks import DECLARED, component_of
 from .limits import RESULT_MB
@@ -169,7 +169,8 @@ def diagnose(result: dict) -> list[dict]:
                 out.append(u)
         explained.add(c["id"])
     if unreliable:
-        det = next((o for o in out if any(e.startswith("eval-determinism:") for e in o["evidence"])), None)
+        det = next((o for o in out if any(e.startswith(tuple(f"{r}:" for r in RANDOMNESS_EVIDENCE))
+                                          for e in o["evidence"])), None)
         if det is not None:
             det["evidence"] += [f"also unreliable (the forward pass is random): {say(c)}" for c in unreliable]
     if deviations:

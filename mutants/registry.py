@@ -808,6 +808,25 @@ MUTANTS: tuple[Mutant, ...] = (
         lesson="return x.view(B, T, self.h, self.d_k).transpose(1, 2)    # (B, h, T, d_k)",
     ),
     Mutant(
+        id="reversal-dropout-at-inference",
+        cause="dropout-at-inference",
+        assignment=R.name,
+        reference=REVERSAL,
+        edits=(
+            Edit(old="attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys",
+                 new="attn = F.dropout(torch.softmax(scores, dim=-1), p=0.1)"),
+        ),
+        summary="the attention weights go through F.dropout, whose training argument defaults to True",
+        explanation=(
+            "F.dropout(x, p) drops with probability p whenever it is called: its training argument "
+            "defaults to True and knows nothing of model.eval(). The attention weights are dropped at "
+            "inference as well, so two evaluations of the same batch differ and greedy decoding is "
+            "noisy. Use the nn.Dropout module (self.dropout, which follows model.train()/model.eval()) "
+            "or pass training=self.training."
+        ),
+        lesson="attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys",
+    ),
+    Mutant(
         id="reversal-digits-exclusive-bound",
         cause="data-digits-missing",
         assignment=R.name,
@@ -968,6 +987,24 @@ MUTANTS: tuple[Mutant, ...] = (
             "Transpose back to (seq, heads, d_head) before reshaping."
         ),
         lesson="out = out.transpose(0, 1).reshape(seq_len, d_model)       # back to (seq, d_model)",
+    ),
+    Mutant(
+        id="block-dropout-at-inference",
+        cause="dropout-at-inference",
+        assignment=B.name,
+        reference=BLOCK,
+        edits=(
+            Edit(old="weights = F.softmax(scores, dim=-1)                     # each row sums to 1",
+                 new="weights = F.dropout(F.softmax(scores, dim=-1), p=0.1)"),
+        ),
+        summary="dropout on the attention weights with F.dropout, which stays on after model.eval()",
+        explanation=(
+            "F.dropout(x, p) drops with probability p on every call: its training argument defaults to "
+            "True, so the block is random in eval mode too; two passes of the same tokens differ. Keep an "
+            "nn.Dropout module in __init__ and call it (it follows model.train()/model.eval()), or pass "
+            "training=self.training."
+        ),
+        lesson="weights = F.softmax(scores, dim=-1)                     # each row sums to 1",
     ),
     Mutant(
         id="block-heads-split-wrong-b",

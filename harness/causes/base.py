@@ -13,6 +13,30 @@ from ..readable import num, plain
 
 
 @dataclass(frozen=True)
+class Observed:
+    """One way a payload confirms a cause's mechanism, as data: check `check` holds, at the dotted `path` into
+    it ("data.mechanism.kind", "measured.memory_as_query", "status"), one of `values`; with none, a value that
+    is true; `above` / `at_least` / `below`: a number past that bound. The rules read it (Evidence.observed) and
+    tests/unit/test_mechanism_audit.py holds every golden's diagnoses at >= 0.8 to it."""
+    check: str
+    path: str = "data.mechanism.kind"
+    values: tuple = ()
+    above: float | None = None
+    at_least: float | None = None
+    below: float | None = None
+
+    def holds(self, check: dict | None) -> bool:
+        v: object = check
+        for key in self.path.split("."):
+            v = v.get(key) if isinstance(v, dict) else None
+        if (self.above, self.at_least, self.below) != (None, None, None):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                (self.above is None or v > self.above) and (self.at_least is None or v >= self.at_least) and \
+                (self.below is None or v < self.below)
+        return v in self.values if self.values else bool(v)
+
+
+@dataclass(frozen=True)
 class Cause:
     id: str
     title: str
@@ -23,6 +47,7 @@ class Cause:
     lesson: str = ""
     assignments: tuple = SINGLE_FILE   # names of harness/assignments.py
     mechanism: str = ""          # what must be observed, beyond the symptom, before the cause is named at >= 0.8
+    observed: tuple = ()         # Observed: that mechanism as data (any one holds when named at >= 0.8)
     severity: str = "problem"    # "info": reported, but the verdict stays clean (a contract deviation)
 
 
@@ -40,6 +65,10 @@ RANDOM_FORWARD_UNRELIABLE = ("causal-leak", "padding-invariance", "heads-permuta
                              "batch-independence", "attn-rows-sum", "decode-determinism", "decode-consistency",
                              "decode-batch-rows",
                              "overfit", "long-inputs")
+# block: two passes of the same tokens differ (block-permutation's mechanism, kind "random"): the checks that
+# compare two passes are no evidence either; block-permutation itself is the randomness's evidence then.
+BLOCK_RANDOM_UNRELIABLE = ("block-causal", "block-causal-off")
+RANDOMNESS_EVIDENCE = ("eval-determinism", "block-permutation")     # the checks that measure a random forward
 
 
 class Evidence:
@@ -55,6 +84,10 @@ class Evidence:
         # A random forward pass makes every comparison of two passes fail: those failures are not evidence.
         det = self.by_id.get("eval-determinism")
         self.unreliable = set(RANDOM_FORWARD_UNRELIABLE) if det and det["status"] == "fail" else set()
+        perm = self.by_id.get("block-permutation")
+        if perm and perm["status"] == "fail" and ((perm.get("data") or {}).get("mechanism") or {}).get("kind") == \
+                "random":
+            self.unreliable |= set(BLOCK_RANDOM_UNRELIABLE)
 
     def get(self, id):
         return self.by_id.get(id)
@@ -86,6 +119,10 @@ class Evidence:
         """What the probe observed about how its property broke (kind, line, text), or {}."""
         m = self.data(id).get("mechanism")
         return m if isinstance(m, dict) else {}
+
+    def observed(self, cause: Cause) -> Observed | None:
+        """The first of the cause's declared mechanisms that this payload's checks hold, or None."""
+        return next((o for o in cause.observed if o.holds(self.by_id.get(o.check))), None)
 
     def passed(self, id):
         return self.status(id) == "pass"

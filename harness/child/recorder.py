@@ -32,8 +32,9 @@ READS = frozenset({"size", "dim", "__get__", "numel", "__len__", "__bool__", "it
                    "is_floating_point", "get_device", "__iter__", "__contains__"})
 # An in-place op that returns None: what it made is its first argument.
 IN_PLACE_RETURNS_NONE = frozenset({"__setitem__"})
-# The keyword arguments kept (copied) with an op's copied inputs: how fused attention is masked and scaled.
-KWARGS_KEPT = ("attn_mask", "is_causal", "need_weights", "key_padding_mask", "dim", "scale")
+# The keyword arguments kept (copied) with an op's copied inputs: how fused attention is masked, scaled and
+# dropped out.
+KWARGS_KEPT = ("attn_mask", "is_causal", "need_weights", "key_padding_mask", "dim", "scale", "dropout_p")
 MAX_COPIED_INPUT = 500_000      # elements: a bigger input (an embedding table) is not copied
 
 
@@ -228,6 +229,8 @@ class Recorder(TorchFunctionMode):
                          if k in KWARGS_KEPT}
             if name == "softmax" and len(args) > 1 and isinstance(args[1], int):
                 op.kwargs["dim"] = args[1]
+            if name == "scaled_dot_product_attention" and len(args) > 4 and isinstance(args[4], (int, float)):
+                op.kwargs["dropout_p"] = args[4]          # (query, key, value, attn_mask, dropout_p, ...)
         elif identity:
             self._link(op, name, made_by, outs, args, kwargs)
         self.ops.append(op)

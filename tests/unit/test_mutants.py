@@ -38,11 +38,12 @@ REQUIRED_CAUSES = {
         "positional-encoding-trainable", "missing-embedding-scale", "bad-output-init",
         "missing-residual", "encoder-in-decode-loop", "padding-mask-inverted",
         "pad-not-ignored", "heads-split-wrong", "data-digits-missing", "decode-stops-early",
+        "dropout-at-inference",
     ),
     "block": (
         "softmax-wrong-dim", "missing-sqrt-dk", "causal-mask-missing", "causal-mask-inverted",
         "causal-diagonal-masked", "heads-split-wrong", "missing-residual",
-        "positional-encoding-formula",
+        "positional-encoding-formula", "dropout-at-inference",
     ),
 }
 REFERENCES = {"reversal": "reference_model/reversal.py", "block": "reference_model/block.py"}
@@ -507,6 +508,17 @@ def mha_equivariance(mod):
     return (a - b[:, perm]).abs().max().item()
 
 
+@torch.no_grad()
+def eval_twice(mod):
+    """Max |logits - logits again| of two eval-mode passes of the same batch (default dropout)."""
+    torch.manual_seed(0)
+    model = tiny(mod).eval()
+    src, tgt = build_batch([7, 5], seed=7)
+    a, _ = model(src, tgt[:, :-1])
+    b, _ = model(src, tgt[:, :-1])
+    return (a - b).abs().max().item()
+
+
 # ----------------------------------------------------------------------------
 # block measurements
 # ----------------------------------------------------------------------------
@@ -555,6 +567,15 @@ def block_equivariance(mod):
     x = torch.randn(6, 16)
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
     return (mha(x[perm]) - mha(x)[perm]).abs().max().item()
+
+
+@torch.no_grad()
+def block_eval_twice(mod):
+    """Max |f(x) - f(x) again| of the block in eval mode."""
+    torch.manual_seed(0)
+    block = mod.TransformerBlock(16, 2, 32).eval()
+    x = torch.randn(6, 16)
+    return (block(x) - block(x)).abs().max().item()
 
 
 @torch.no_grad()
@@ -650,6 +671,10 @@ PROBES = {
         rows_cut_in_batch, lambda r, m: r == 0 and m > 0, "batch rows cut short against decoding alone"),
     ("reversal", "heads-split-wrong"): Probe(
         mha_equivariance, lambda r, m: r < 1e-5 and m > 1e-2, "permutation equivariance error of MHA"),
+    ("reversal", "dropout-at-inference"): Probe(
+        eval_twice, lambda r, m: r == 0.0 and m > 1e-4, "two eval-mode passes of the same batch"),
+    ("block", "dropout-at-inference"): Probe(
+        block_eval_twice, lambda r, m: r == 0.0 and m > 1e-4, "two eval-mode passes of the same tokens"),
     ("block", "softmax-wrong-dim"): Probe(
         block_row_sum_error, lambda r, m: r < 1e-5 and m > 0.1, "max |weights row sum - 1|"),
     ("block", "missing-sqrt-dk"): Probe(

@@ -9,7 +9,7 @@ import torch
 
 from ...checks import BY_ID, bound
 from ..intercept import attention_weights, softmax_dim, watch
-from . import locate, mechanism, trace
+from . import heads_layout, locate, mechanism, randomness, trace
 from .base import check, manual_seed, rnd
 from .common import batch, eval_model, kwargs_for
 
@@ -139,7 +139,10 @@ def _score_scale(ctx):
 
 
 def head_permutation(ctx):
-    """Self-attention without positions is permutation-equivariant; a wrong head split breaks it."""
+    """Self-attention without positions is permutation-equivariant; a wrong head split breaks it.
+
+    On failure, the mechanism is measured on the forward pass: whether two passes of the same input differ (a
+    random op: not a layout), else whether a reshape puts a token's values at another token (heads_layout)."""
     MHA = ctx.need("MultiHeadAttention")
     manual_seed(ctx.seed)
     with ctx.student("MultiHeadAttention(64, 4)"):
@@ -149,37 +152,20 @@ def head_permutation(ctx):
     with torch.no_grad(), ctx.student("MultiHeadAttention.forward(q, k, v)"):
         a = mha(x, x, x)
         b = mha(x[:, perm], x[:, perm], x[:, perm])
+        random = randomness.twice_differs(lambda: mha(x, x, x), a)
     a = a[0] if isinstance(a, (tuple, list)) else a
     b = b[0] if isinstance(b, (tuple, list)) else b
     err = float((a[:, perm] - b).abs().max())
     ok = bound("heads-permutation").ok(err)
-    line = None
-    if not ok:    # the first op whose output is no longer the permuted one: where heads mix tokens, any layout
+    data, line = {}, None
+    if not ok:
         xp = x[:, perm]
-        rec = watch(ctx.source.code_path)      # the same forward pass's view/reshape calls: the fallback
-        ops = trace.record(ctx, lambda: mha(x, x, x), also=(rec,), raises=True)
-        line = _split_view_line(rec)
-        first = trace.first_divergence(ops, trace.record(ctx, lambda: mha(xp, xp, xp)),
-                                       trace.tokens_permuted(7, perm))
-        line = first.line if first is not None else line
+        data, line = heads_layout.permutation_mechanism(ctx, lambda: mha(x, x, x), lambda: mha(xp, xp, xp), 7, perm,
+                                                        random)
     return [check("heads-permutation", "pass" if ok else "fail", rnd(err, 6),
                   f"max |MHA(Px) - P MHA(x)| {bound('heads-permutation')}",
-                  "self-attention on a permuted input must give the permuted output",
+                  "self-attention on a permuted input must give the permuted output", data=data,
                   location=ctx.where(line if not ok else None))]
-
-
-def _split_view_line(rec) -> int | None:
-    """The view/reshape that splits or merges heads (4 heads, 7 tokens) without moving the head axis."""
-    for c in rec.of("view"):
-        t = c.args[0]
-        if isinstance(t, torch.Tensor) and t.dim() in (3, 4) and t.is_contiguous():
-            shape = [s for s in c.args[1:]] if len(c.args) > 1 else []
-            shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
-            if t.dim() == 3 and len(shape) == 4 and int(shape[1]) == 4 and int(shape[2]) == 7:
-                return c.line
-            if t.dim() == 4 and t.size(1) == 4 and len(shape) == 3:
-                return c.line
-    return None
 
 
 _LEAK_EXPECTED = f"0 ({bound('causal-leak')}): an output never depends on later input tokens"

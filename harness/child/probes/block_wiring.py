@@ -6,9 +6,9 @@ import ast
 import torch
 import torch.nn.functional as F
 
-from . import trace
+from . import heads_layout, randomness
 from .base import Skip, check, rnd
-from .block import calls_to, forward_statements, inputs, make_block, make_mha, output_tensor, record, run_block
+from .block import calls_to, forward_statements, inputs, make_block, make_mha, output_tensor, run_block
 
 
 # ---------------------------------------------------------------------------
@@ -18,72 +18,45 @@ from .block import calls_to, forward_statements, inputs, make_block, make_mha, o
 PERM_TOL = 1e-4   # correct code: <= 9.6e-7 (float32 rounding); heads-split-wrong mutants: 0.17-0.5
 
 
-def _split_line(rec, T, h) -> int | None:
-    """The reshape that cuts (T, d) into (h, T, d_head) or glues (h, T, d_head) back without a transpose."""
-    for c in rec.of("view"):
-        t = c.args[0] if c.args else None
-        if not isinstance(t, torch.Tensor) or not c.line:
-            continue
-        shape = list(c.args[1:])
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
-            shape = list(shape[0])
-        if not shape and "shape" in c.kwargs:
-            shape = list(c.kwargs["shape"])
-        try:
-            shape = [int(s) for s in shape]
-        except (TypeError, ValueError):
-            continue
-        if t.dim() == 2 and len(shape) == 3 and shape[0] == h and shape[1] == T:
-            return c.line
-        if t.dim() == 3 and t.size(0) == h and t.size(1) == T and len(shape) == 2:
-            return c.line
-    return None
-
-
-def _first_unpermuted(ctx, run_x, run_px, T, perm) -> int | None:
-    """The line of the first op whose output on the permuted tokens is not its output on the tokens, permuted:
-    where heads (or anything) mix positions, whatever the layout (the view patterns below are the fallback)."""
-    first = trace.first_divergence(trace.record(ctx, run_x), trace.record(ctx, run_px), trace.tokens_permuted(T, perm))
-    return first.line if first is not None else None
-
-
 def permutation(ctx):
-    """Without positions, attention (and the block, causal off) commutes with permuting the tokens."""
+    """Without positions, attention (and the block, causal off) commutes with permuting the tokens.
+
+    On failure, the mechanism is measured on the forward pass of the first that fails (heads_layout): two
+    passes of the same input that differ (a random op), or a reshape that puts a token's values at another."""
     from .block_causal import assumes_flag_off
     assumes_flag_off(ctx)
     T, d, h = 7, 16, 2
     perm = torch.tensor([3, 0, 6, 5, 1, 4, 2])
     x = inputs(ctx, T, d, offset=4)
-    errs, line = {}, None
+    errs, runs, random = {}, {}, {}      # per module: max error, its two runs, whether a pass is random
     with torch.no_grad():
         if ctx.has("MultiHeadAttention"):
             mha = make_mha(ctx, d, h)
-            with ctx.student("MultiHeadAttention.forward(x)"):
-                a = output_tensor(mha(x), "MultiHeadAttention.forward(x)")
-                b = output_tensor(mha(x[perm]), "MultiHeadAttention.forward(x)")
+            where = "MultiHeadAttention.forward(x)"
+            runs["MultiHeadAttention"] = (lambda: mha(x), lambda: mha(x[perm]))
+            with ctx.student(where):
+                a = output_tensor(mha(x), where)
+                b = output_tensor(mha(x[perm]), where)
+                random["MultiHeadAttention"] = randomness.twice_differs(lambda: mha(x), a)
             errs["MultiHeadAttention"] = float(torch.nan_to_num((a[perm] - b).abs(), nan=float("inf")).max())
-            if errs["MultiHeadAttention"] >= PERM_TOL:
-                line = _first_unpermuted(ctx, lambda: mha(x), lambda: mha(x[perm]), T, perm)
-                if line is None:
-                    _, rec = record(ctx, lambda: mha(x))
-                    line = _split_line(rec, T, h)
         block = make_block(ctx, d, h, 32)
+        runs["TransformerBlock"] = (lambda: run_block(ctx, block, x), lambda: run_block(ctx, block, x[perm]))
         a = run_block(ctx, block, x)
         b = run_block(ctx, block, x[perm])
+        random["TransformerBlock"] = randomness.twice_differs(lambda: run_block(ctx, block, x), a)
         errs["TransformerBlock"] = float(torch.nan_to_num((a[perm] - b).abs(), nan=float("inf")).max())
-        if line is None and errs["TransformerBlock"] >= PERM_TOL:
-            line = _first_unpermuted(ctx, lambda: run_block(ctx, block, x), lambda: run_block(ctx, block, x[perm]),
-                                     T, perm)
-            if line is None:
-                _, rec = record(ctx, lambda: run_block(ctx, block, x))
-                line = _split_line(rec, T, h)
     worst = max(errs.values())
     ok = worst < PERM_TOL
+    data, line = {k: rnd(v, 6) for k, v in errs.items()}, None
+    if not ok:       # the first that fails, the attention alone before the block around it
+        name = next(k for k in errs if errs[k] >= PERM_TOL)
+        found, line = heads_layout.permutation_mechanism(ctx, *runs[name], T, perm, random[name])
+        data.update(found, measured_on=name)
     return [check("block-permutation", "pass" if ok else "fail", rnd(worst, 6),
                   f"max |f(Px) - P f(x)| < {PERM_TOL:g}",
                   "attention on permuted tokens (no positional encoding, causal off) must give the permuted "
                   "output: " + ", ".join(f"{k} {v:.2g}" for k, v in errs.items()),
-                  data={k: rnd(v, 6) for k, v in errs.items()}, location=ctx.where(line if not ok else None))]
+                  data=data, location=ctx.where(line if not ok else None))]
 
 
 # ---------------------------------------------------------------------------
