@@ -1,5 +1,5 @@
 from ..assignments import BLOCK, REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="attention-renormalised",
@@ -15,6 +15,8 @@ CAUSE = Cause(
         "dim=-1); out = attn @ V (dropout on attn is fine; a second softmax or normalisation is not).",
     lesson="Step 2: scores -> mask -> softmax -> weights @ V.",
     assignments=(REVERSAL.name, BLOCK.name),
+    observed=(Observed("causal-leak", values=("renormalised",)), Observed("padding-invariance", values=("renormalised",)),
+              Observed("block-causal", "data.kind", ("renormalised",))),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="attention-shared",
@@ -15,6 +15,7 @@ CAUSE = Cause(
     lesson="Step 6 'The decoder layer'.",
     assignments=(REVERSAL.name,),
     mechanism="the same module instance measured in both roles within one forward pass",
+    observed=(Observed("distinct-attention", values=("shared",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="bad-output-init",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=('first loss >= 6.5 with the attention rows normal, and the output layer located as where the logits '
                'grow (unlocated: 0.6)'),
+    observed=(Observed("first-loss", "location"),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import BLOCK, REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="causal-diagonal-masked",
@@ -16,6 +16,7 @@ CAUSE = Cause(
         "with diagonal=0 as the allowed part): a position sees itself and the past.",
     lesson="Exercise: 'position i can only attend to positions j <= i'.",
     assignments=(BLOCK.name, REVERSAL.name),
+    observed=(Observed("causal-leak", values=("diagonal-masked",)), Observed("block-causal", "data.kind", ("diagonal",))),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import BLOCK
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="causal-flag-ignored",
@@ -15,6 +15,7 @@ CAUSE = Cause(
     assignments=(BLOCK.name,),
     mechanism="with the flag off, later outputs follow earlier tokens while earlier outputs are measured blind "
               "to later ones (the mask is applied regardless of the flag)",
+    observed=(Observed("block-causal-off", values=("flag-ignored",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import BLOCK
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="causal-mask-inverted",
@@ -15,6 +15,7 @@ CAUSE = Cause(
     mechanism="The weights that multiply V in the decoder self-attention give each row's weight to later keys and "
               "none to earlier ones.",
     lesson="Debugging table, row 2.",
+    observed=(Observed("causal-leak", values=("inverted",)), Observed("block-causal", "data.kind", ("inverted",))),
 )
 
 

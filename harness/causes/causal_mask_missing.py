@@ -1,5 +1,5 @@
 from ..assignments import BLOCK
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="causal-mask-missing",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     fix="Combine the padding mask with torch.tril(torch.ones(T, T, dtype=torch.bool)) for the decoder's "
         "self-attention, built from the actual length each step.",
     lesson="Debugging table, row 2; Step 4 target_mask.",
+    observed=(Observed("causal-leak", values=("missing",)), Observed("block-causal", "data.kind", ("missing",))),
 )
 
 

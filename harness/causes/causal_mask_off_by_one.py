@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="causal-mask-off-by-one",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     fix="torch.tril(torch.ones(T, T, dtype=torch.bool)) (diagonal=0): a position sees itself and the past only.",
     lesson="Step 4 target_mask; debugging table, row 2.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("causal-leak", values=("off-by-one",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import SHAPE_ERRORS, Cause, Finding, say
+from .base import SHAPE_ERRORS, Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="cross-attention-swapped",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     lesson="Debugging table, row 7; Step 3 'The line self.cross_attn(x, memory, memory, src_mask)'.",
     assignments=(REVERSAL.name,),
     mechanism="the encoder output measured as the query (not key/value) of the decoder's cross-attention",
+    observed=(Observed("cross-attn-wiring", "measured.memory_as_query"),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="data-digits-missing",
@@ -15,6 +15,7 @@ CAUSE = Cause(
         "np.random.randint(0, 10, size=L).",
     lesson="Step 0: sources are random digits 0-9.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("data-digits", "data.missing"),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="decode-stops-early",
@@ -16,6 +16,7 @@ CAUSE = Cause(
         "(and ignore the output of) rows that have ended.",
     lesson="Step 5 greedy_decode.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("decode-batch-rows", "data.kind", ("stops-early",)),),
 )
 
 

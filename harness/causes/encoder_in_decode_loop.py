@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="encoder-in-decode-loop",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     lesson="Step 6 'The encoder runs once, outside the loop'.",
     assignments=(REVERSAL.name,),
     mechanism='model.encode counted: called more than once per greedy_decode',
+    observed=(Observed("decode-encoder-calls", "status", ("fail",)),),
 )
 
 

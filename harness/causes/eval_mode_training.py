@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="eval-mode-training",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     fix="Call model.train() at the start of every training step (or right after each evaluation).",
     lesson="Step 5 training loop; greedy_decode switches to eval.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("train-mode", "status", ("fail",)),),
 )
 
 

@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="feed-forward-linear",
@@ -11,6 +11,7 @@ CAUSE = Cause(
         "nn.Linear(d_ff, d_model)).",
     lesson="Step 5 'The position-wise feed-forward'.",
     mechanism="the module measured to be affine on random inputs (additivity error at float noise)",
+    observed=(Observed("ffn-nonlinear", values=("affine",)),),
 )
 
 

@@ -7,7 +7,7 @@ what it targeted, and whether the sandbox blocked it) and `output-flood` (the pa
 sandbox still blocks what it blocks; this finding is what lets the instructor know the code tried. It is an
 integrity flag, not a bug of the model: the rubric decides what it costs (by default nothing).
 """
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     "forbidden-operation", "The code tried operations outside its own folder",
@@ -18,7 +18,9 @@ CAUSE = Cause(
     "The sandbox blocks what it can regardless.",
     "Each attempt is listed with the line of your code, its target and whether it was blocked.",
     "Remove the code at the lines shown (file, network and process access, big prints) from the submitted file.",
-    mechanism="the audit's record of each operation outside the submission's lane, with its line")
+    mechanism="the audit's record of each operation outside the submission's lane, with its line",
+    observed=tuple(Observed(cid, "status", ("fail",)) for cid in ("forbidden-ops", "output-flood")),
+)
 
 CHECKS = ("forbidden-ops", "output-flood")
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="gradients-not-zeroed",
@@ -15,6 +15,7 @@ CAUSE = Cause(
         "loss.backward().",
     lesson="Step 5 training loop: zero_grad, backward, clip, step.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("train-zero-grad", values=("accumulates",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="gradients-zeroed-before-step",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     fix="Order each step as zero_grad(), forward, loss.backward(), (clip), optimizer.step().",
     lesson="Step 5 training loop.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("train-zero-grad", values=("zero",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="inf-mask-nan",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=('the NaN traced to a softmax row whose every key is -inf, in an ordinary padded batch (only an all-'
                'PAD row: below 0.5)'),
+    observed=(Observed("padded-row-finite", values=("inf-row",)),),
 )
 
 

@@ -1,4 +1,4 @@
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="layers-shared",
@@ -11,6 +11,7 @@ CAUSE = Cause(
     fix="Build each layer anew: nn.ModuleList([EncoderLayer(...) for _ in range(num_layers)]).",
     lesson="Step 7 'Stacking layers'.",
     mechanism="the stack's entries measured to be one object, or to hold one Parameter between two of them",
+    observed=(Observed("distinct-layers", values=("shared",)),),
 )
 
 

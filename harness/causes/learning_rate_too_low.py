@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="learning-rate-too-low",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=("the learning rate read from the student's optimizer during their train(): peak < 5e-5, with the "
                'scheduler stepped'),
+    observed=(Observed("lr-schedule", "data.peak", below=5e-5),),
 )
 
 

@@ -1,5 +1,5 @@
 """Causes for a submission that cannot be loaded or run at all."""
-from .base import Cause
+from .base import Cause, Observed
 
 SYNTAX = Cause("syntax-error", "The file does not parse", "Python cannot parse the file.",
                "Nothing in the file can run until it parses.", "A SyntaxError at the line shown.",
@@ -44,7 +44,9 @@ TAMPER = Cause("tampering", "The submission changes torch or the harness",
                "The code replaces functions of torch, builtins or the harness that the checks rely on.",
                "Checks could be fooled; tampering is itself a finding.", "", "Do not monkeypatch torch, builtins "
                                                                               "or the grader.",
-               mechanism="the guard's record of torch, builtins or harness functions the submission replaced")
+               mechanism="the guard's record of torch, builtins or harness functions the submission replaced",
+               observed=tuple(Observed(cid, "status", ("fail",)) for cid in ("result-channel", "tamper",
+                                                                               "tamper-static", "isolation")))
 UNEXPLAINED = Cause("unexplained-failure", "A check failed without a known cause",
                     "A measurement is outside the range correct implementations give, and no catalogued cause "
                     "matches.", "", "", "Read the failing check's measured and expected values below.")

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="make-batch-malformed",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=("make_batch's targets measured against SOS + reversed source + EOS, sample by sample (not a plain "
                'copy)'),
+    observed=(Observed("data", "status", ("fail",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import BLOCK, REVERSAL
-from .base import Cause, Finding, over_another_axis, say
+from .base import Cause, Finding, Observed, over_another_axis, say
 
 CAUSE = Cause(
     id="mask-after-softmax",
@@ -15,6 +15,8 @@ CAUSE = Cause(
     fix="Mask the scores before the softmax: scores.masked_fill(~mask, -1e9), then torch.softmax(scores, dim=-1).",
     lesson="Step 2: masked_fill on the scores, then softmax.",
     assignments=(REVERSAL.name, BLOCK.name),
+    observed=(Observed("causal-leak", values=("after-softmax",)),
+              Observed("block-causal", "data.kind", ("after-softmax",))),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="missing-embedding-scale",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism="the embedding's output reaches the positional encoding multiplied by 1: no sqrt(d_model) (or "
               "other) scale between the lookup and the added table",
+    observed=(Observed("embedding-scale", values=("no-scale",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="missing-residual",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     lesson="Step 3 'The residual connection x + sublayer(x) is what makes depth trainable'.",
     mechanism=("with the layer's Linear weights zeroed, its output no longer depends on its input: no additive path "
                'from input to output'),
+    observed=tuple(Observed(cid, "status", ("fail",)) for cid in ("residual-enc", "residual-dec", "block-residual")),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="missing-sqrt-dk",
@@ -13,6 +13,8 @@ CAUSE = Cause(
     mechanism=("the scores' spread measured against d_k with the same projections (ratio > 2: unscaled), or the "
                "scores' matmul located feeding the saturated softmax; rows that are not distributions over the keys "
                'exclude it'),
+    observed=(Observed("attn-saturation", "data.scale.ratio", above=2.0), Observed("attn-saturation", "location"),
+              Observed("block-saturation", "location")),
 )
 
 

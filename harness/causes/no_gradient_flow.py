@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="no-gradient-flow",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=('a .detach(), torch.no_grad() or .data seen on the path of the parameters without gradient; without '
                'one, below 0.5'),
+    observed=(Observed("gradient-flow", "data.detach_lines"),),
 )
 
 

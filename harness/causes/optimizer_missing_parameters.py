@@ -1,5 +1,5 @@
 from ..assignments import LM, REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="optimizer-missing-parameters",
@@ -17,6 +17,7 @@ CAUSE = Cause(
     fix="Build the optimizer over model.parameters() (or param groups that together cover every parameter).",
     lesson="Step 5: Adam(model.parameters(), ...).",
     assignments=(REVERSAL.name, LM.name),
+    observed=(Observed("train-optimizer-params", "status", ("fail",)), Observed("lm-parameters", "status", ("fail",))),
 )
 LM_CHECK = "lm-parameters"
 LM_FIX = ("Hold the blocks in nn.ModuleList (nn.ModuleDict for a dict, nn.Parameter for a tensor) at the line shown: "

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="pad-not-ignored",
@@ -11,6 +11,7 @@ CAUSE = Cause(
     lesson="Step 5 train() 'ignore_index=PAD'.",
     assignments=(REVERSAL.name,),
     mechanism="the student's loss measured to change when the logits at PAD labels change",
+    observed=(Observed("train-pad-ignored", "status", ("fail",)),),
 )
 
 

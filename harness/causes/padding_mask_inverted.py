@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, padding_finding
+from .base import Cause, Observed, padding_finding
 
 CAUSE = Cause(
     id="padding-mask-inverted",
@@ -14,6 +14,7 @@ CAUSE = Cause(
               "(over 99%) and almost none to the real tokens.",
     lesson="Step 4 padding_mask; Step 2 masked_fill.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("padding-invariance", values=("inverted",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, padding_finding
+from .base import Cause, Observed, padding_finding
 
 CAUSE = Cause(
     id="padding-mask-missing",
@@ -16,6 +16,7 @@ CAUSE = Cause(
         "scores.masked_fill(~mask, -1e9) before the softmax.",
     lesson="Step 4 padding_mask; Step 2 masked_fill.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("padding-invariance", values=("missing",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import BLOCK
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="positional-encoding-formula",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     mechanism=("the table built by the student's code compared channel by channel with the sin/cos table (channels "
                'in another order pass; the right rows at the wrong positions and an overwritten table are other '
                'causes)'),
+    observed=(Observed("pe-formula", "status", ("fail",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="positional-encoding-trainable",
@@ -12,6 +12,7 @@ CAUSE = Cause(
     lesson="Step 1 'register_buffer rather than nn.Parameter'.",
     assignments=(REVERSAL.name,),
     mechanism='a trainable Parameter measured in the positional encoding module, with its line',
+    observed=(Observed("pe-buffer", "status", ("fail",)),),
 )
 
 

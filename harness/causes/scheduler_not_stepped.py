@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="scheduler-not-stepped",
@@ -13,6 +13,7 @@ CAUSE = Cause(
     fix="Call scheduler.step() right after optimizer.step(), once per step.",
     lesson="Step 5: the warmup schedule (LambdaLR) is stepped every step.",
     assignments=(REVERSAL.name,),
+    observed=(Observed("train-scheduler", "status", ("fail",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, over_another_axis, say
+from .base import Cause, Finding, Observed, over_another_axis, say
 
 CAUSE = Cause(
     id="softmax-wrong-dim",
@@ -14,6 +14,9 @@ CAUSE = Cause(
               "over a dim other than the last (the usual key axis) is reported at lower confidence.",
     fix="torch.softmax(scores, dim=-1).",
     lesson="Step 2 'dim=-1 in the softmax'.",
+    observed=(Observed("attn-rows-sum", "data.key_axis.over_queries_err", below=1e-4),
+              Observed("attn-rows-sum", "data.key_axis.over_other_err", below=1e-4),
+              Observed("block-rows-sum", "status", ("fail",))),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="source-ignored",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=('the logits measured not to change when every source token changes (the encoder output reaches '
                'nothing); cross-attention wiring alone: 0.75'),
+    observed=(Observed("source-sensitivity", "status", ("fail",)),),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import SHAPE_ERRORS, Cause, Finding, say
+from .base import SHAPE_ERRORS, Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="stale-mask",
@@ -14,6 +14,7 @@ CAUSE = Cause(
     assignments=(REVERSAL.name,),
     mechanism=('attributes set on the model during forward and an output that depends on the batch seen before (a '
                'global cache without them: 0.6); or the decode mask built once for the first prefix'),
+    observed=(Observed("stateless-forward", "data.attrs"), Observed("decode-consistency", values=("mask-not-for-prefix",))),
 )
 
 

@@ -1,5 +1,5 @@
 from ..assignments import REVERSAL
-from .base import Cause, Finding, say
+from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
     id="target-not-shifted",
@@ -11,6 +11,7 @@ CAUSE = Cause(
     lesson="Debugging table, row 1; Step 5 'SHIFT RIGHT'.",
     assignments=(REVERSAL.name,),
     mechanism="in the student's train(), the labels fed to the loss equal the decoder input token for token (>= 90%)",
+    observed=(Observed("train-shift", "measured.label_equals_input", at_least=0.9),),
 )
 
 
