@@ -18,6 +18,7 @@ from . import locate
 from .base import StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
 from .common import PAD, default, kwargs_for, small_model
+from .train_forwards import ForwardTap, runs_model_check
 
 
 def _trace(ctx, model, steps, batch_size):
@@ -37,6 +38,7 @@ def _trace(ctx, model, steps, batch_size):
     def on_grad(i):
         def hook(g):                 # this backward's own gradient, before it accumulates into .grad
             fresh[i] = fresh[i] + g.detach() if i in fresh else g.detach().clone()
+            mech["grads_seen"] = True
         return hook
     grad_hooks = [p.register_hook(on_grad(i)) for i, p in enumerate(watched)]
     real_train = model.train
@@ -67,14 +69,14 @@ def _trace(ctx, model, steps, batch_size):
         else:
             norms.append(None)
 
-    def pre(mod, args, kwargs):
+    def pre(args):                   # each forward pass of the model, however train() runs it (train_forwards)
         mech["forwards"] = mech.get("forwards", 0) + 1
-        mech["last_mode"] = mod.training
+        mech["last_mode"] = model.training
         if "tgt_in" not in seen and len(args) >= 2:
             seen["src"], seen["tgt_in"] = args[0], args[1]
             seen["call_line"] = _caller_line(ctx)
 
-    def post(mod, args, kwargs, out):
+    def post(out):
         logits = out[0] if isinstance(out, (tuple, list)) else out
         if "logits" not in seen and isinstance(logits, torch.Tensor) and logits.requires_grad:
             seen["logits"] = logits
@@ -88,9 +90,8 @@ def _trace(ctx, model, steps, batch_size):
         return out
     torch.nn.utils.clip_grad_norm_ = clip
     h0 = register_optimizer_step_pre_hook(on_step)
-    h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
+    tap = ForwardTap(model, pre, post)
     h3 = _other_forwards(ctx, model, mech)
-    h2 = model.register_forward_hook(post, with_kwargs=True)
     rec = watch(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
                    only=("cross_entropy", "nll_loss"))
     losses = StepLosses(rec)
@@ -99,11 +100,15 @@ def _trace(ctx, model, steps, batch_size):
     try:
         with rec, ctx.student("train(model, ...)", seconds=ctx.budget(30 + steps * 0.1)):
             try:
+                tap.on()           # inside the student call: the guard compares the classes around it
                 fn(model, **kw)
             finally:
-                losses.tap.off()   # before the guard's check at the end of the student call
+                mech["counted"] = tap.intact()
+                tap.off()          # both before the guard's check at the end of the student call
+                losses.tap.off()
     finally:
-        h0.remove(), h1.remove(), h2.remove(), h3.remove()
+        tap.off()
+        h0.remove(), h3.remove()
         for h in grad_hooks:
             h.remove()
         del model.train
@@ -394,12 +399,7 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                          location=ctx.where((_other_model_line(ctx) if none else None) or _optimizer_call_line(ctx)
                                             or opt_line) if miss else None))
     if steps:
-        ran = mech.get("forwards", 0)
-        out.append(check("train-runs-model", "pass" if ran else "fail", ran,
-                         "> 0: train(model) runs the model it is given forward",
-                         f"forward passes of the model given to train() over {steps} optimizer steps" +
-                         ("" if ran else "; the loss comes from another model (a global?)"),
-                         location=ctx.where(mech.get("other_forward_line")) if not ran else None))
+        out.append(runs_model_check(ctx, mech, steps))
         frac = mech["eval_steps"] / steps
         evals = [mech["eval_line"]] if mech.get("eval_line") else \
             [ln for fn in locate.functions(ctx, "train") for ln in locate.lines_mentioning(fn, ".eval()")]
@@ -428,3 +428,4 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
 
 
 run_train = _trace   # public: decoding.py runs the same brief training of train()
+
