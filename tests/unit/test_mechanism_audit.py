@@ -30,6 +30,8 @@ _spec.loader.exec_module(recorder)
 
 # Causes whose mechanism is not one value a check holds, so it cannot be declared as an Observed; why.
 UNCHECKABLE = {
+    "check-not-measured": "never named at >= 0.8 (it is 0.3): it says the harness could not make a required "
+                          "measurement and accuses nobody; the skip's own reason is its evidence",
     "view-not-contiguous": "the mechanism is the exception itself, read from the message of whichever check met "
                            "it, not a value of one check",
     "positional-max-len": "a relation between two numbers long-inputs measured (the first failing length against "
