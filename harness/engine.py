@@ -14,7 +14,7 @@ from .assignments import DEFAULT, assignment_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
 from .causes.base import RANDOMNESS_EVIDENCE, Evidence, say
-from .causes.lm_component import order as lm_order
+from .causes.lm_rank import order as lm_order
 from .checks import DECLARED, component_of
 from .limits import RESULT_MB
 from .readable import cut
@@ -181,7 +181,7 @@ def diagnose(result: dict) -> list[dict]:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
     if assignment_of(ev.assignment).per_component:   # measured failures before deviations, unfinished parts, notes
-        out.sort(key=lm_order)
+        out.sort(key=lambda d: lm_order(d, ev))
     return out
 
 

@@ -2,9 +2,10 @@
 
 A component is diagnosed only where its failure starts: when its traced failing
 run first diverges (or raises) on a line that another failing component's own run
-executed, its failure is folded into that one's evidence ("also explains"); a
-failure that starts in its own code is its own diagnosis, whatever it is built
-from. A rule returns one finding per component where a
+executed, and it has no evidence of its own, its failure is folded into that one's
+evidence ("also explains"); a failure that starts in its own code, or that its own
+evidence names, is its own diagnosis, whatever it is built from (harness/causes/lm_rank.py:
+the fold and the order). A rule returns one finding per component where a
 failure starts, so that independent failures each get their own diagnosis. A
 failing component whose outputs equal a known bug's (a mutant fingerprint) is
 diagnosed as that bug.
@@ -18,6 +19,7 @@ from ..readable import cut
 from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER, COMPONENTS
 from .base import Cause, Finding, say
+from .lm_rank import broken as _broken, folded_into, visibility_line
 from .load_failures import FORWARD, MISSING_MODULE
 
 LM = (LM_ASSIGNMENT.name,)
@@ -46,64 +48,7 @@ NOT_IMPLEMENTED = Cause(
     assignments=LM)
 LM_MISSING_MODULE = replace(MISSING_MODULE, assignments=LM)
 
-# Deviations from the handout that the course's own tests cannot see (they run float32, arange positions and
-# a handful of AdamW steps at eps 1e-8): true and worth fixing, but ranked under every failure those tests see,
-# each with what it costs in practice.
-COURSE_INVISIBLE = {
-    "rmsnorm-no-float32-upcast": "the course's tests run float32 and cannot see it; in float16/bfloat16 training "
-                                 "the squares of activations above ~256 overflow and the block's output turns "
-                                 "inf/NaN",
-    "adamw-eps-inside-sqrt": "the course's tests cannot see it (eps 1e-8 is far below every sqrt(v) there); "
-                             "parameters whose gradients are tiny take steps of lr * m / sqrt(eps) instead of "
-                             "~lr, so rarely used embeddings jump",
-    "rope-ignores-token-positions": "the course's tests pass positions 0..seq-1, which is what a RoPE that counts "
-                                    "positions itself assumes; with other positions (a KV cache, packed or shifted "
-                                    "sequences) the rotation is wrong",
-}
-
-
-def order(d: dict) -> int:
-    """lm diagnoses, sorted by (order, -confidence): failures the course's tests see first, then deviations
-    they cannot see, then unfinished components, then robustness notes (info)."""
-    if d.get("severity") == "info":
-        return 3
-    if d.get("id") == "not-implemented":
-        return 2
-    return 1 if d.get("id") in COURSE_INVISIBLE else 0
 LM_FORWARD = replace(FORWARD, assignments=LM)
-
-
-ORDER = {c: i for i, (c, _, _) in enumerate(COMPONENTS)}
-
-
-def _started_in(ev, comp: str, other: str) -> bool:
-    """comp's failure starts inside `other`'s code: the line where its traced failing run first diverges (or
-    raises) is one that ran for `other`'s own failing run. Measured, not assumed from the build order."""
-    c, o = ev.get(f"lm-{comp}") or {}, ev.get(f"lm-{other}") or {}
-    loc = c.get("location") or {}
-    lines = (o.get("data") or {}).get("lines")
-    if not isinstance(lines, dict) or not loc.get("file") or not isinstance(loc.get("line"), int):
-        return False
-    return loc["line"] in set(lines.get(loc["file"]) or ())
-
-
-def folded_into(ev, comp: str) -> str | None:
-    """The failing component whose diagnosis explains comp's failure (None: comp is its own diagnosis).
-    Only an earlier component in the build order, so that two failures on one shared line fold one way."""
-    seen = {comp}
-    target = None
-    while True:
-        nxt = next((o for o, _, _ in COMPONENTS if ORDER[o] < ORDER[comp] and _broken(ev, o)
-                    and _started_in(ev, comp, o)), None)
-        if nxt is None or nxt in seen:
-            return target
-        seen.add(nxt)
-        target = comp = nxt
-
-
-def _broken(ev, comp: str) -> bool:
-    c = ev.get(f"lm-{comp}")
-    return bool(c) and c["status"] in ("fail", "error")
 
 
 def _interface_detail(msg: str) -> str:
@@ -214,9 +159,9 @@ class ComponentRule:
             f = Finding(0.6, [f"{comp} ({name}) raised: {c['detail']}", say(c)], c.get("location"),
                         explains=explains)
         f.component = comp
-        cid = getattr(getattr(f, "cause", None), "id", None)
-        if cid in COURSE_INVISIBLE:
-            f.evidence.append("what it costs: " + COURSE_INVISIBLE[cid])
+        seen = visibility_line(ev, comp, getattr(getattr(f, "cause", None), "id", None), c["detail"])
+        if seen:
+            f.evidence.append(seen)
         if getattr(getattr(f, "cause", None), "id", None) == INTERFACE.id and self.kind != "interface" and \
                 isinstance(d.get("adapter_location"), dict):
             f.location = d["adapter_location"]     # an interface problem is where the adapter hands values over

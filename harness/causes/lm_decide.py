@@ -291,11 +291,53 @@ def decide(m: dict) -> dict:
                   err, props)
 
 
+def upstream_causes(comp: str) -> set[str]:
+    """The causes of the mutants of every component comp is built from (not comp's own)."""
+    below = _built_from(comp) - {comp}
+    return {m.cause for m in MUTANTS.values() if m.component in below}
+
+
+def own_cause(m: dict, shared=frozenset()) -> bool:
+    """The decision on these (validated) measurements names a cause from evidence about the component's own
+    code: a fingerprint of one of its own mutants, or a cause that nothing it is built from can produce (nor
+    one of `shared`, which properties name on several components). An interface finding of a component built
+    from others is not its own: the exception may come from the part it is built from."""
+    r = decide(m)
+    if not r["cause"] or r.get("internal_error"):
+        return False
+    if r.get("mutant_component"):
+        return r["mutant_component"] == m["component"]
+    if not _DEPS.get(m["component"]):
+        return True
+    return r["cause"] not in upstream_causes(m["component"]) and r["cause"] not in shared
+
+
+def course_replay(v) -> dict | None:
+    """The child's replay of a failing component on the course's inputs (child/probes/lm/diag/course.py):
+    {visible, test, case, raised | max_abs and tolerance}, type-checked and bounded; None when unusable."""
+    if not isinstance(v, dict) or not isinstance(v.get("visible"), bool):
+        return None
+    out: dict = {"visible": v["visible"]}
+    for key, size in (("test", 80), ("case", 200), ("raised", 300)):
+        if isinstance(v.get(key), str):
+            out[key] = cut(v[key], size)
+    for key in ("max_abs", "tolerance"):
+        n = v.get(key)
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n):
+            out[key] = float(n)
+    return out
+
+
 def annotate(data: dict) -> None:
     """A check's data as the parent keeps it: what the child may have called a decision (`lmdiag`) is dropped;
     its measurements (`lmdiag_measured`) are validated (dropped when unusable) and the parent's decision, when
-    it names a cause, is written at `lmdiag` ({cause, confidence, evidence}, as in schema 1)."""
+    it names a cause, is written at `lmdiag` ({cause, confidence, evidence}, as in schema 1); the replay on the
+    course's inputs (`course_replay`) is validated (dropped when unusable)."""
     data.pop("lmdiag", None)
+    if "course_replay" in data:
+        replay = course_replay(data.pop("course_replay"))
+        if replay is not None:
+            data["course_replay"] = replay
     if "lmdiag_measured" not in data:
         return
     m = validate(data.pop("lmdiag_measured"))
