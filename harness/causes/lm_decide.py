@@ -314,11 +314,11 @@ def own_cause(m: dict, shared=frozenset()) -> bool:
 
 def course_replay(v) -> dict | None:
     """The child's replay of a failing component on the course's inputs (child/probes/lm/diag/course.py):
-    {visible, test, case, raised | max_abs and tolerance}, type-checked and bounded; None when unusable."""
+    {visible, test, case, problem | max_abs and tolerance}, type-checked and bounded; None when unusable."""
     if not isinstance(v, dict) or not isinstance(v.get("visible"), bool):
         return None
     out: dict = {"visible": v["visible"]}
-    for key, size in (("test", 80), ("case", 200), ("raised", 300)):
+    for key, size in (("test", 80), ("case", 200), ("problem", 300)):
         if isinstance(v.get(key), str):
             out[key] = cut(v[key], size)
     for key in ("max_abs", "tolerance"):

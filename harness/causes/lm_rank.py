@@ -74,14 +74,15 @@ def visibility_line(ev, comp: str, cause_id: str | None, failing: str) -> str | 
     if r is None:
         return "what it costs: " + COURSE_INVISIBLE[cause_id] if cause_id in COURSE_INVISIBLE else None
     test = f" ({r['test']})" if r.get("test") else ""
+    inputs = r.get("case") or COURSE_INPUTS
     if r["visible"]:
-        how = f"raises {r['raised']}" if r.get("raised") else \
+        how = r["problem"] if r.get("problem") else \
             f"differs from the reference by {r['max_abs']:.3g} (tolerance {r['tolerance']:.2g})" \
             if isinstance(r.get("max_abs"), (int, float)) and isinstance(r.get("tolerance"), (int, float)) else \
             "fails"
-        return f"the course's own tests see it{test}: on their inputs ({COURSE_INPUTS}) it {how}"
+        return f"the course's own tests see it{test}: on their inputs ({inputs}) it {how}"
     cost = COURSE_INVISIBLE.get(cause_id or "") or f"it fails on other inputs the interface allows: {failing}"
-    return (f"the course's own tests cannot see it{test}: on their inputs ({COURSE_INPUTS}) it agrees with the "
+    return (f"the course's own tests cannot see it{test}: on their inputs ({inputs}) it agrees with the "
             f"reference; what it costs: {cost}")
 
 

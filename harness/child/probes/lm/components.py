@@ -300,10 +300,38 @@ def _first(div, files, runs, rtol, result=lambda params: params[0]):
     return None
 
 
+# a component's check of these kinds did not run the component's own code to an answer: nothing to replay
+NOT_REPLAYED = ("missing-module", "timeout", "not-implemented", "absent")
+
+
+def replay_course(ctx, comp: str, c: dict) -> dict:
+    """A failing component replayed as the course's own tests call it (diag/course.py): `data.course_replay`
+    says whether those tests would fail too; the parent ranks by it (harness/causes/lm_rank.py). Nothing is
+    recorded when the replay could not finish (a timeout, mtxdiag's own failure)."""
+    d = c.get("data") or {}
+    if c.get("status") not in ("fail", "error") or c.get("id") != f"lm-{comp}" or d.get("kind") in NOT_REPLAYED:
+        return c
+    from .common import ADAPTER
+    from .diag.course import replay
+    fn = getattr(ctx.module, ADAPTER.get(comp, ""), None)
+    if fn is None:
+        return c
+    try:
+        with ctx.student(f"{ADAPTER[comp]} (the course's inputs)", seconds=ctx.budget(20.0)):
+            r = replay(comp, fn)
+    except Exception:                # noqa: BLE001 - the replay is extra evidence; it never breaks the check
+        return c
+    if r is not None:
+        c.setdefault("data", {})["course_replay"] = r
+    return c
+
+
 def diagnose_further(ctx, comp: str, c: dict) -> dict:
     """A failing component no fingerprint explains: harness.child.probes.lm.diag's measurements of it (interface, its own
     fingerprint, swapped arguments, properties, on its own seeded inputs) as data; the parent's rule decides
-    what they name (harness/causes/lm_decide.py)."""
+    what they name (harness/causes/lm_decide.py). Every failing component is also replayed on the course's
+    inputs (replay_course)."""
+    c = replay_course(ctx, comp, c)
     if c.get("status") != "fail" or c.get("id") != f"lm-{comp}" or (c.get("data") or {}).get("fingerprint"):
         return c
     from .diag.diagnose import measure_component
