@@ -21,6 +21,8 @@ PROPERTY_CAUSES = {
     "swiglu-wrong-activation": "the gated feed-forward layer's activation is not SiLU",
     "attention-not-normalised": "attention weights over the keys do not sum to 1",
     "attention-scale-wrong": "attention scores are not scaled by 1/sqrt(d_k)",
+    "einsum-repeated-index": "a projection's einsum repeats an index in the weight ('...sd,dd->...sd'), so it uses "
+                             "only the weight's diagonal",
     "attention-scaled-by-d-model": "multi-head attention scales scores by 1/sqrt(d_model) instead of 1/sqrt(d_head)",
     "mask-broadcast-wrong-dim": "the mask is broadcast over an axis the scores do not have",
     "future-tokens-visible": "the output at a position depends on later tokens",

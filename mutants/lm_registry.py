@@ -275,6 +275,21 @@ LM_MUTANTS: tuple[LmMutant, ...] = (
        "output_proj.weight is (d_model, d_model) in (d_out, d_in) layout; using it untransposed runs "
        "without an error because it is square, but applies the transposed map.",
        "MultiHeadSelfAttention(x) = W_O MultiHead(W_Q x, W_K x, W_V x)."),
+    _m("lm-mha-einsum-weight-diagonal", "einsum-repeated-index", "mha",
+       [("q = self._split_heads(self.q_proj(x))\n        k = self._split_heads(self.k_proj(x))\n"
+         "        v = self._split_heads(self.v_proj(x))",
+         'q = self._split_heads(torch.einsum("...sd,dd->...sd", x, self.q_proj.weight))\n'
+         '        k = self._split_heads(torch.einsum("...sd,dd->...sd", x, self.k_proj.weight))\n'
+         '        v = self._split_heads(torch.einsum("...sd,dd->...sd", x, self.v_proj.weight))')],
+       "a projection's einsum repeats the weight's index ('...sd,dd->...sd', here for q, k and v): only W's "
+       "diagonal is used",
+       "A subscript repeated in one operand takes that operand's diagonal: einsum('...sd,dd->...sd', x, W) is "
+       "x * diag(W), each feature scaled by one weight, not the projection x W^T, which mixes every input "
+       "feature into every output one. With square projection weights nothing raises; the output is wrong. "
+       "Give the weight's two axes different letters: einsum('...si,oi->...so', x, W).",
+       "Q = x W_Q^T, K = x W_K^T, V = x W_V^T with W of shape (d_out, d_in): each output feature mixes all inputs.",
+       fix="Use two different letters for the weight's two axes: torch.einsum('...si,oi->...so', x, W) (or "
+           "x @ W.T); a letter repeated in one operand takes that operand's diagonal."),
     # ---------------------------------------------------------------- block
     _m("lm-block-post-norm", "post-norm", "block",
        [_BLOCK_DOC, (_ATTN_RES, "x = self.ln1(x + self.attn(x, token_positions))"),

@@ -34,6 +34,10 @@ def _locate(text: str, comp: str):
     ("lm-mha-causal-triu", "mha"),
     ("lm-rope-sin-cos-swapped", "rope"),                # right values under each other's names: where made
     ("lm-rope-sin-cos-swapped", "lm"),
+    # an einsum where the reference multiplies by W^T is that step done wrongly, not a step skipped: the einsum's
+    # line in the block too, not the block's line that calls the attention
+    ("lm-mha-einsum-weight-diagonal", "mha"),
+    ("lm-mha-einsum-weight-diagonal", "block"),
 ])
 def test_first_divergence_is_the_mutated_line(mutant, comp):
     text = mutant_single_file(lm_get(mutant))

@@ -270,7 +270,12 @@ def _edited(edits, name):
     ([("torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))",
        "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")],
      "mha", "future-tokens-visible", 0.6),
-], ids=["key-renamed", "eps-written-differently", "rope-positions-plus-one", "causal-diagonal-2"])
+    # the output projection as an einsum that repeats the weight's index: its own cause (issue 47), not a head
+    # split: no mutant makes exactly this one (the mutant's is q, k and v)
+    ([("return self.output_proj(out)", 'return torch.einsum("...sd,dd->...sd", out, self.output_proj.weight)')],
+     "mha", "einsum-repeated-index", 0.9),
+], ids=["key-renamed", "eps-written-differently", "rope-positions-plus-one", "causal-diagonal-2",
+        "output-einsum-diagonal"])
 def test_bugs_from_the_check_paths_tests(edits, comp, cause, at_least):
     module = _edited(edits, "mtx_lmdiag_edit_" + comp)
     report = diagnose_adapters(_adapters(module))

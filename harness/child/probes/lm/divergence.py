@@ -246,6 +246,15 @@ def _found(where, op: Op, how: str, ops: list, passing) -> dict:
     return {"file": where[0], "line": where[1], "op": op.name, "how": how, "index": op.index, "ops": len(ops)}
 
 
+# Ops that make the same step in different spellings: the student's einsum where the reference multiplies by
+# the transposed weight is that step done (perhaps wrongly), not a step skipped.
+PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "linear", "einsum", "tensordot", "mv"}
+
+
+def _same_step(a: str, b: str) -> bool:
+    return a == b or (a in PRODUCTS and b in PRODUCTS)
+
+
 def _skipped_after(student: Recorder, p: int, root, matched: dict, reference: Recorder):
     """Where a step was due after the student's (matching) value p, when the reference went on to transform
     that value with an op the student did not apply (root: the student's next op, or None at the output)."""
@@ -264,7 +273,7 @@ def _skipped_after(student: Recorder, p: int, root, matched: dict, reference: Re
             todo.extend(c.consumers)
         else:
             nxt.append(c)
-    if not nxt or (root is not None and any(c.name == root.name for c in nxt)):
+    if not nxt or (root is not None and any(_same_step(c.name, root.name) for c in nxt)):
         return None
     made = student.ops[p].stack
     k = _common_depth(ref_op.stack, nxt[0].stack)

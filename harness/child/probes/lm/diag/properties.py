@@ -11,6 +11,7 @@ prop, the causal dependency map) in measure.py.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -268,6 +269,18 @@ def _ref_mha(x, wq, wk, wv, wo, heads, scale=None, rope=None, rope_v=False, pos=
     return o.transpose(-3, -2).reshape(*lead, n, d) @ wo.double().T
 
 
+def _diagonal_projections(y, x, ws, heads, rope, pos):
+    """The smallest set of the projections (q, k, v, output) whose diagonals alone, in our own MHA, give the
+    student's output: an einsum that repeats an index in the weight ('...sd,dd->...sd') takes its diagonal.
+    None when no set does."""
+    for r in range(1, 5):
+        for subset in itertools.combinations(range(4), r):
+            w = [torch.diag(torch.diagonal(t)) if i in subset else t for i, t in enumerate(ws)]
+            if _close(y, _ref_mha(x, *w, heads, rope=rope, pos=pos)):
+                return [("q", "k", "v", "output")[i] for i in subset]
+    return None
+
+
 def _rope64(theta, dh):
     from reference_model.lm import RotaryPositionalEmbedding
     r = RotaryPositionalEmbedding(theta, dh, 64)
@@ -298,6 +311,12 @@ def mha_props(fn, component="mha"):
                     + (", RoPE on q and k only" if rope else ""), err, "< 1e-4 relative",
                     y.shape == want.shape and _close(y, want), named[0] if named else None,
                     0.9 if named else 0.5))
+    diag = None if y.shape != want.shape or _close(y, want) else _diagonal_projections(y, x, (wq, wk, wv, wo), h,
+                                                                                      rope, pos)
+    out.append(prop(f"{component}-projections-full", component, "each projection is the product x W^T (every input "
+                    "feature reaches every output feature), not x times W's diagonal",
+                    "only the diagonal of " + ", ".join(diag) if diag else "full products", "full products", not diag,
+                    "einsum-repeated-index", 0.9))
     # uniform attention (w_q = 0): the output is the running mean of the values, whatever the scale
     z = torch.zeros(d, d)
     yu = f(x, z, z)
