@@ -51,9 +51,13 @@ def course_replay(ev, comp: str | None) -> dict | None:
 
 def course_sees(ev, d: dict) -> bool:
     """Would the course's own tests fail on what this diagnosis names? Measured where the child replayed the
-    component; otherwise every cause but the table's."""
-    r = course_replay(ev, d.get("component")) if ev is not None else None
-    return r["visible"] if r is not None else d.get("id") not in COURSE_INVISIBLE
+    component or one whose failure it explains (folded into it); otherwise every cause but the table's."""
+    comp = d.get("component")
+    if ev is None or not comp:
+        return d.get("id") not in COURSE_INVISIBLE
+    below = [comp] + [x for x, _, _ in COMPONENTS if x != comp and broken(ev, x) and folded_into(ev, x) == comp]
+    replays = [r for r in (course_replay(ev, x) for x in below) if r is not None]
+    return any(r["visible"] for r in replays) if replays else d.get("id") not in COURSE_INVISIBLE
 
 
 def order(d: dict, ev=None) -> int:

@@ -68,6 +68,19 @@ def test_the_measurement_outranks_the_static_table():
     assert any(e.startswith("what it costs:") and "float16" in e for e in d[1]["evidence"])
 
 
+def test_a_diagnosis_the_course_sees_through_a_failure_it_explains_ranks_first():
+    # RoPE passes the course's inputs, but the attention with RoPE, whose failure starts in RoPE's lines, does not
+    r = _result(
+        _check("rope", "fail", "mismatch", _where("pkg/rope.py", 5), lines={"pkg/rope.py": [5]},
+               course_replay=dict(UNSEEN, test="test_rope")),
+        _check("mha-rope", "fail", "mismatch", _where("pkg/rope.py", 5), lines={"pkg/rope.py": [5], "pkg/a.py": [9]},
+               course_replay=dict(SEEN, test="test_multihead_self_attention_with_rope")),
+        _check("linear", "fail", "mismatch", _where("pkg/linear.py", 9), course_replay=UNSEEN))
+    d = diagnose(r)
+    assert [x["component"] for x in d] == ["rope", "linear"]
+    assert [order(x, None) for x in d] == [VISIBLE, VISIBLE]         # without the evidence: the static table
+
+
 def test_environment_findings_come_after_every_failure_and_unfinished_part():
     missing = _check("rope", "error", "missing-module", _where("pkg/rope.py", 3), missing_module="wandb")
     r = _result(missing, _check("silu", "skip", "not-implemented"),
