@@ -98,7 +98,7 @@ def test_no_import_circles_in_the_harness():
 def test_no_probe_imports_another_probes_private_names():
     """Shared helpers are public (probes/base.py, probes/locate.py, probes/common.py): `from .x import _y` is not."""
     bad = []
-    for f in sorted((PKG / "child" / "probes").glob("*.py")):
+    for f in sorted((PKG / "child" / "probes").rglob("*.py")):      # probes/lm/ and its diag/ too
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                 bad += [f"{f.name}:{node.lineno} {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]

@@ -21,7 +21,7 @@ from ... import lm_loader
 from ..base import StudentError, check
 from .common import classify, gen
 from .model_call import Call, capture, the_model
-from .train_brief import _args, corpus, init_weights
+from .train_brief import adapter_args, corpus, init_weights
 
 CHECK = "lm-parameters"
 EXPECTED = "every tensor the forward pass trains through is in model.parameters()"
@@ -110,7 +110,7 @@ def parameters(ctx):
     x0 = torch.randint(0, vocab, (2, 12), generator=gen(ctx.seed, 700))
     try:
         with ctx.student("run_transformer_lm (the model's parameters)", seconds=ctx.budget(30.0)):
-            out, calls = capture(fn, _args(vocab, dict(w0), x0))
+            out, calls = capture(fn, adapter_args(vocab, dict(w0), x0))
             model: Call | None = the_model(out, calls, x0)
             if model is None:
                 return _skip("no module of yours, called again as the adapter called it, reproduces the adapter's "

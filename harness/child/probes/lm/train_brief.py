@@ -72,7 +72,8 @@ def init_weights(seed: int, vocab: int) -> dict:
     return {k: v.detach().clone() for k, v in m.state_dict().items()}
 
 
-def _args(vocab, weights, x):
+def adapter_args(vocab, weights, x):
+    """run_transformer_lm's arguments in the adapter's order: the brief training's config, the weights, the input."""
     c = CFG
     return (vocab, c["context_length"], c["d_model"], c["num_layers"], c["num_heads"], c["d_ff"], c["rope_theta"],
             weights, x)
@@ -83,12 +84,12 @@ def student_model(ctx, w0: dict, vocab: int, x0):
     module the adapter built, called as the adapter called it (model_call.py), or for an adapter that computes
     with the weights themselves, those weights."""
     fn = ctx.module.run_transformer_lm
-    out, calls = capture(fn, _args(vocab, {k: v.clone() for k, v in w0.items()}, x0))
+    out, calls = capture(fn, adapter_args(vocab, {k: v.clone() for k, v in w0.items()}, x0))
     model = the_model(out, calls, x0)
     if model is not None:
         return model, list(model.module.parameters())
     w = {k: v.clone().requires_grad_(True) for k, v in w0.items()}
-    probe = fn(*_args(vocab, w, x0))
+    probe = fn(*adapter_args(vocab, w, x0))
     # the weights themselves must get a gradient: an output that requires one through a module's own parameters
     # (loaded from copies of the weights) trains a model the next call builds afresh
     reached = isinstance(probe, torch.Tensor) and probe.requires_grad and any(
@@ -97,7 +98,7 @@ def student_model(ctx, w0: dict, vocab: int, x0):
         raise NotMeasured("run_transformer_lm's model could not be found to train (no module whose forward, "
                           "called again as the adapter called it, reproduces the adapter's output, and no "
                           "gradient reaches the weights it is given)")
-    return (lambda x: fn(*_args(vocab, w, x))), list(w.values())
+    return (lambda x: fn(*adapter_args(vocab, w, x))), list(w.values())
 
 
 class Kit:

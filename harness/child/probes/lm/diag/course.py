@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .....readable import cut
-from .diagnose import _rng_kept
+from .diagnose import rng_kept
 from .fingerprint import reference_fn
 from .inputs import block_weights, canonical, lm_weights, raised_by_torch
 
@@ -283,7 +283,7 @@ def replay(component: str, student_fn) -> dict | None:
     """The component as the course's tests call it (see the module docstring); None when they do not test it.
     Raises for a failure of mtxdiag's own (the caller records nothing then)."""
     comp = canonical(component)
-    with _rng_kept():             # the seeds set here (as the course's tests set them) stay here
+    with rng_kept():             # the seeds set here (as the course's tests set them) stay here
         if comp in TRAINING:
             return TRAINING[comp](student_fn)
         return _model(comp, student_fn) if model_cases(comp) else None

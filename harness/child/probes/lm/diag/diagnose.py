@@ -68,7 +68,7 @@ def compare(comp, student_fn):
 
 
 @contextlib.contextmanager
-def _rng_kept():
+def rng_kept():
     """The global random states as they were (the seeded draws must not change the caller's randomness)."""
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     try:
@@ -85,7 +85,7 @@ def measure_component(component: str, student_fn, timings: dict | None = None) -
     seconds (bench/lm_measure_cost.py; never sent: the payload stays the same from run to run)."""
     comp = canonical(component)
     try:
-        with _rng_kept():
+        with rng_kept():
             return jsonable(_measure(comp, student_fn, {} if timings is None else timings))
     except Exception as e:                                   # noqa: BLE001 - a diagnosis must not crash a check
         return jsonable({"component": comp, "adapter": ADAPTER[comp], "status": "fail", "draws": CHECK_DRAWS,
