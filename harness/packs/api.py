@@ -1,0 +1,105 @@
+"""The pack API: what an instructor declares to add an assignment without touching the harness.
+
+Torch-free plain data (the grading process reads it). A pack is one `Pack` object exported by a Python module
+and named in the `mtxdiag.packs` entry point group of its distribution's metadata:
+
+    [project.entry-points."mtxdiag.packs"]
+    cs231n = "harness.packs.cs231n.pack:PACK"
+
+The engine's generic probes read its `bindings` (each a piece of the student's code bound to a probe *role*, with
+the shapes and conventions the course uses: TransformerLens-style, the mapping is data); what no generic role
+covers comes as the pack's own probes, causes and mutants, named by dotted paths so that the grading process
+never imports the child side's modules (nor torch) to read a pack.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..assignments import Assignment
+
+# the generic probe roles a binding may take (harness/child/probes/roles/)
+ROLES = ("attention", "positional", "layer", "model", "sampler", "training-step")
+
+# what value of a mask blocks attention (Mask.blocks)
+MASK_BLOCKS = (
+    "false",    # boolean: False blocks (attend where True)
+    "true",     # boolean: True blocks (torch.nn.MultiheadAttention's convention)
+    "zero",     # 0/1 numbers: 0 blocks (masked_fill(mask == 0, -inf))
+    "-inf",     # additive float: -inf (or a large negative) blocks, 0 attends
+)
+
+
+@dataclass(frozen=True)
+class Mask:
+    """An attention mask's convention: which value blocks, its dtype and its shape (letters of Binding.shapes:
+    "TxS" one (query, key) matrix shared by the batch, "NxTxS", "Nx1xTxS")."""
+    blocks: str = "zero"
+    dtype: str = "any"          # "bool" | "float" | "any" (the course passes either)
+    shape: str = "TxS"
+
+    def __post_init__(self):
+        if self.blocks not in MASK_BLOCKS:
+            raise ValueError(f"Mask.blocks must be one of {MASK_BLOCKS}, not {self.blocks!r}")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A piece of the student's code bound to a generic probe role.
+
+    `target` is "module:QualName" inside the submission ("cs231n.transformer_layers:MultiHeadAttention", a method
+    "cs231n.classifiers.transformer:CaptioningTransformer.sample"); `component` the course's name for it, which
+    every diagnosis, the rubric and the report use. `init` the constructor's keyword arguments as the course's
+    checks build it; `call` forward's arguments in order, by role ("query", "key", "value", "mask", "x",
+    "features", "captions"); `shapes` the sizes the course uses (N batch, S/T lengths, E/D width, H heads, V
+    vocabulary). `editions`: where the piece exists and is the student's (empty: every edition)."""
+    role: str
+    component: str
+    target: str
+    init: Mapping = field(default_factory=dict)
+    call: tuple[str, ...] = ()
+    shapes: Mapping = field(default_factory=dict)
+    mask: Mask | None = None
+    formula: str = ""           # positional: the declared table ("sin-even-cos-odd", ...)
+    editions: tuple[str, ...] = ()
+    points: float = 0.0         # its share of the grade (the rubric's per-component table)
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"Binding.role must be one of {ROLES}, not {self.role!r}")
+        if ":" not in self.target:
+            raise ValueError(f"Binding.target must be 'module:QualName', not {self.target!r}")
+
+
+@dataclass(frozen=True)
+class Edition:
+    """One edition of the course's assignment: how a submission of it is told apart (a name or text its files
+    hold: `markers`, path -> substring) and which components are the student's in it."""
+    name: str
+    markers: Mapping = field(default_factory=dict)
+    student: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pack:
+    """An assignment as a pack. `assignment` is the declaration the harness already reads (name, title, what is
+    handed in, the contract names, allowed packages, ...). `files`: paths (relative to the submission folder) whose
+    presence recognises a submission of it. `reference`: the dotted module of the team-written reference
+    implementation (never the course's code). `probes`, `causes`, `mutants`, `sections`: "module:NAME" of the
+    pack's own additions (each optional)."""
+    assignment: Assignment
+    files: tuple[str, ...] = ()
+    editions: tuple[Edition, ...] = ()
+    reference: str = ""
+    bindings: tuple[Binding, ...] = ()
+    probes: str = ""
+    causes: str = ""
+    mutants: str = ""
+    sections: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.assignment.name
+
+    def binding(self, component: str) -> Binding | None:
+        return next((b for b in self.bindings if b.component == component), None)
