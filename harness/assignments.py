@@ -82,8 +82,11 @@ BROKEN: tuple[str, ...] = tuple(f.error for f in FOUND if f.error)
 # detection order: the first whose markers a single file defines (an lm file defines its adapters; a
 # reversal file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A pack is a
 # folder (detect_folder), never a single file.
-ALL: tuple[Assignment, ...] = BUILT_IN + tuple(replace(f.pack.assignment, pack=f.value) for f in FOUND
-                                               if f.pack is not None)
+ALL: tuple[Assignment, ...] = BUILT_IN + tuple(
+    # a pack's bindings must be measured: one whose role no generic probe covers keeps the verdict from clean
+    replace(f.pack.assignment, pack=f.value,
+            must_measure=f.pack.assignment.must_measure + tuple(f"{b.component}.role" for b in f.pack.bindings))
+    for f in FOUND if f.pack is not None)
 DETECT_ORDER: tuple[Assignment, ...] = (LM, REVERSAL, BLOCK)
 DEFAULT = REVERSAL
 NAMES: tuple[str, ...] = tuple(a.name for a in ALL)

@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from . import __version__, reached, reference_curves
-from .assignments import DEFAULT, assignment_of
+from .assignments import DEFAULT, assignment_of, pack_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
 from .causes.base import RANDOMNESS_EVIDENCE, Evidence, say
@@ -144,7 +144,7 @@ def diagnose(result: dict) -> list[dict]:
         if c["id"] in ev.unreliable:       # compares two passes of a random forward: folded below
             unreliable.append(c)
             continue
-        comp = _component(c["id"])
+        comp, made = _component(c["id"]), len(out)
         if c["status"] == "error" and comp and ev.passed("shapes") and not d.get("harness_error") \
                 and not d.get("timeout"):
             deviations.append(f"{comp}: {say(c)}")     # the model works: the component's interface differs
@@ -167,6 +167,8 @@ def diagnose(result: dict) -> list[dict]:
                 same["confidence"] = max(same["confidence"], u["confidence"])
             else:
                 out.append(u)
+        if len(out) > made and d.get("component") and pack_of(ev.assignment) is not None:
+            out[-1]["component"] = str(d["component"])[:100]     # a pack's check names its component
         explained.add(c["id"])
     if unreliable:
         det = next((o for o in out if any(e.startswith(tuple(f"{r}:" for r in RANDOMNESS_EVIDENCE))
@@ -180,7 +182,7 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
-    if assignment_of(ev.assignment).per_component:   # measured failures before deviations, unfinished parts, notes
+    if assignment_of(ev.assignment).per_component and not assignment_of(ev.assignment).pack:   # lm's order
         out.sort(key=lambda d: lm_order(d, ev))
     return out
 

@@ -41,7 +41,7 @@ from .isolation import sandbox
 from .isolation.diskwatch import DiskWatch, Watches
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
-from .isolation.repo_copy import copy_repo
+from .isolation.pack_copy import copy_folder
 from .isolation.result_pipe import MAX_RESULT_BYTES, Drain, ResultChannel
 from .isolation.scratch import apply_rlimits, ask_for_stack, rlimits
 from .isolation.scratch import env as _env
@@ -125,9 +125,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
     run = None
     try:
         left_out: list = []
-        if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
+        if submission.is_dir():            # an `lm` repository or a pack's folder: its .py files (pack_copy)
             name = "repo"
-            static = copy_repo(submission, work / name, _static_findings, shown, left_out)
+            static = copy_folder(assignment, submission, work / name, _static_findings, shown, left_out)
         else:
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)

@@ -12,7 +12,7 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                inf_mask_nan, layers_shared, learning_rate_too_low, lm_component, lm_training, load_failures,
                make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, optimizer_missing_parameters, pad_not_ignored,
-               padding_mask_inverted, padding_mask_missing, positional_encoding_formula,
+               padding_mask_inverted, padding_mask_missing, piece_absent, piece_not_implemented, positional_encoding_formula,
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
 from ..assignments import REPOSITORY
@@ -31,6 +31,7 @@ RULES = (
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
     feed_forward_linear, causal_flag_ignored,
+    piece_absent, piece_not_implemented,   # a pack's assignment (any pack): pieces not there, not written yet
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
     check_not_measured,  # last: a required check that could not be measured
 )

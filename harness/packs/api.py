@@ -142,3 +142,10 @@ class Pack:
 
     def binding(self, component: str) -> Binding | None:
         return next((b for b in self.bindings if b.component == component), None)
+
+    def bindings_for(self, edition: str | None) -> tuple[Binding, ...]:
+        """The bindings that exist in `edition` (a binding without editions exists in every one; None: all)."""
+        return tuple(b for b in self.bindings if not b.editions or edition is None or edition in b.editions)
+
+    def edition(self, name: str | None) -> Edition | None:
+        return next((e for e in self.editions if e.name == name), None)
