@@ -121,7 +121,12 @@ def detect_folder(folder: str | Path) -> str | None:
     folder = Path(folder)
     if REPOSITORY and (folder / REPOSITORY_MARKER).is_file():
         return REPOSITORY[0]
-    return next((name for name, pack in PACKS.items() if locate(pack, folder) is not None), None)
+    return detect_pack(folder)
+
+
+def detect_pack(folder: str | Path) -> str | None:
+    """The first pack (in order) whose assignment folder `folder` is (its first file, packs/folder.py)."""
+    return next((name for name, pack in PACKS.items() if locate(pack, Path(folder)) is not None), None)
 
 
 def for_folder(asked: str, folder: str | Path | None = None) -> str | None:

@@ -25,28 +25,32 @@ def copy_folder(assignment: str, src: Path, dst: Path, scan, shown: str | None =
     return copy_repo(src, dst, scan, shown, skipped)
 
 
+def chosen(pack: Pack, src: Path, skipped: list | None = None) -> list[tuple[Path, Path]]:
+    """(file, path in the pack's layout) of what a check of `src` reads, the pack's files first; [] when the
+    pack's first file is nowhere. `skipped` hears what the bounds left out."""
+    where = locate(pack, Path(src))
+    if where is None:
+        return []
+    first = [(p, Path(rel)) for rel, p in where.files.items() if p.stat().st_size <= REPO_FILE_BYTES]
+    if where.flat:
+        return first
+    sel = select(where.root)
+    if skipped is not None:
+        skipped += sel.skipped
+    return first + [(p, rel) for p, rel in sel.files if rel.as_posix() not in where.files]
+
+
 def copy_pack(pack: Pack, src: Path, dst: Path, scan, shown: str | None = None,
               skipped: list | None = None) -> list[dict]:
     """Copy the pack's submission in `src` into `dst`; the static findings of its files. `skipped` hears what was
     left out. A folder where the pack's first file is nowhere is copied empty (the child says what is missing)."""
-    src, shown = Path(src), (shown or str(src)).rstrip("/")
+    shown = (shown or str(src)).rstrip("/")
     dst.mkdir(parents=True, exist_ok=True)
-    where = locate(pack, src)
-    if where is None:
-        return []
     static: list[dict] = []
-    if where.flat:
-        chosen = [(p, Path(rel)) for rel, p in where.files.items() if p.stat().st_size <= REPO_FILE_BYTES]
-    else:
-        sel = select(where.root)
-        if skipped is not None:
-            skipped += sel.skipped
-        first = [(p, Path(rel)) for rel, p in where.files.items() if p.stat().st_size <= REPO_FILE_BYTES]
-        chosen = first + [(p, rel) for p, rel in sel.files if rel.as_posix() not in where.files]
-    for p, rel in chosen:
+    for p, rel in chosen(pack, Path(src), skipped):
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, dst / rel)
-        if rel.as_posix() in where.files:          # named in the copy's layout, as the child names its lines
+        if rel.as_posix() in pack.files:           # named in the copy's layout, as the child names its lines
             display = f"{shown}/{rel.as_posix()}"
             for finding in scan(dst / rel, display):
                 if finding.get("location"):
