@@ -27,6 +27,4 @@ def diagnose(ev):
         return None
     comps = ((c.get("data") or {}).get("components") or {}) if isinstance(c.get("data"), dict) else {}
     why = [f"{t}: {(comps.get(t) or {}).get('why') or 'absent'}" for t in gone[:6]]
-    f = Finding(0.9, [f"{len(gone)} piece(s) missing: {', '.join(map(str, gone))}"] + why)
-    f.component = str(gone[0])
-    return f
+    return Finding(0.9, [f"{len(gone)} piece(s) missing: {', '.join(map(str, gone))}"] + why, component=str(gone[0]))

@@ -26,6 +26,4 @@ def diagnose(ev):
         return None
     comps = ((c.get("data") or {}).get("components") or {}) if isinstance(c.get("data"), dict) else {}
     why = [str((comps.get(t) or {}).get("why") or t) for t in todo[:6]]
-    f = Finding(0.9, [f"{len(todo)} piece(s) not implemented yet: {', '.join(map(str, todo))}"] + why)
-    f.component = str(todo[0])
-    return f
+    return Finding(0.9, [f"{len(todo)} piece(s) not implemented yet: {', '.join(map(str, todo))}"] + why, component=str(todo[0]))

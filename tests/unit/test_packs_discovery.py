@@ -110,3 +110,12 @@ def test_the_registry_puts_packs_after_the_built_in_assignments():
     assert set(assignments.PACKS) == {a.name for a in assignments.ALL if a.pack}
     assert assignments.CHOICES == (assignments.AUTO,) + assignments.NAMES
     assert assignments.pack_of("reversal") is None and assignments.pack_of(None) is None
+
+
+def test_check_says_what_is_wrong_with_a_broken_pack_and_goes_on(monkeypatch, tmp_path, capsys):
+    from harness.cli import main as cli
+    monkeypatch.setattr(cli, "BROKEN", ("pack 'gone' of mtxdiag-pack-gone cannot be loaded from x:PACK: boom",))
+    f = tmp_path / "model.py"
+    f.write_text("class TransformerBlock: pass\n")
+    assert cli._usable(f, "auto") == "auto"
+    assert "mtxdiag: pack 'gone' of mtxdiag-pack-gone cannot be loaded" in capsys.readouterr().err
