@@ -175,3 +175,18 @@ def test_a_piece_not_written_is_skipped_with_its_reason(loaded, monkeypatch):
     assert contract["status"] == "pass" and contract["measured"]["not_implemented"] == ["Attention"]
     (role,) = plan[1].fn(ctx)
     assert role["status"] == "skip" and role["data"]["kind"] == "not-implemented"
+
+
+def test_grading_reads_a_packs_folder_in_its_layout(installed):
+    from harness.grading import discovery
+    sub = discovery._in_folder(SUBMISSIONS / "minicourse-flat", "flat", "flat/")
+    assert sub.repo and sub.pack == "minicourse"
+    discovery._read(sub, discovery.Options())
+    assert sub.problem is None and list(sub.files) == ["minicourse/attention.py"] and sub.key
+    # a run that grades another assignment takes the one file as that assignment's submission
+    other = discovery._in_folder(SUBMISSIONS / "minicourse-flat", "flat", "flat/")
+    discovery._read(other, discovery.Options(assignment="block"))
+    assert not other.repo and other.path.name == "attention.py" and other.data and other.problem is None
+    full = discovery._in_folder(SUBMISSIONS / "minicourse-correct", "c", "c/")
+    discovery._read(full, discovery.Options(assignment="minicourse"))
+    assert sorted(full.files) == ["minicourse/attention.py"]
