@@ -54,9 +54,9 @@ def _run(venv: Path, *args, cwd: Path, timeout=300) -> subprocess.CompletedProce
                           env=env)
 
 
-def _check(venv: Path, name: str, tmp_path: Path) -> dict:
+def _check(venv: Path, name: str, tmp_path: Path, where: Path = SUBMISSIONS) -> dict:
     out = tmp_path / f"{name}.json"
-    r = _run(venv, "check", str(SUBMISSIONS / name), "--no-daemon", "--json", str(out), "--html",
+    r = _run(venv, "check", str(where / name), "--no-daemon", "--json", str(out), "--html",
              str(tmp_path / f"{name}.html"), cwd=tmp_path)
     assert out.is_file(), r.stdout[-2000:] + r.stderr[-2000:]
     return json.loads(out.read_text())
@@ -91,6 +91,15 @@ def test_without_role_probes_the_result_says_it_is_incomplete(venv, tmp_path):
     role = next(c for c in r["checks"] if c["id"] == "Attention.role")
     assert role["status"] == "skip" and ROLES in role["detail"]
     assert r["verdict"] == "problems" and [d["id"] for d in r["diagnoses"]] == ["check-not-measured"]
+
+
+def test_handing_in_the_packs_own_reference_is_caught(venv, tmp_path):
+    """The pack's package is the grader's (identity.PACK_PACKAGES): importing its reference is tampering."""
+    r = _check(venv, "minicourse-copies-reference", tmp_path, FIXTURES / "submissions-hostile")
+    ids = [d["id"] for d in r["diagnoses"]]
+    assert ids[:2] == ["tampering", "forbidden-operation"], ids
+    tamper = next(c for c in r["checks"] if c["id"] == "tamper")
+    assert "minicourse_pack.reference" in str(tamper["measured"])
 
 
 def test_the_pack_is_graded_per_component(venv, tmp_path):
