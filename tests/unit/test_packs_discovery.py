@@ -37,6 +37,7 @@ def fixture_pack(monkeypatch):
     import importlib.metadata
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: [e for e in eps if group == discover.GROUP])
+    monkeypatch.setattr(discover, "any_declared", lambda: True)
     yield eps.extend
     discover.discover.cache_clear()
 
@@ -76,6 +77,16 @@ def _pack(**kw) -> Pack:
                 bindings=(Binding("attention", "A", "course.a:A"),))
     base.update(kw)
     return Pack(**base)
+
+
+def test_the_quick_look_finds_a_distribution_that_declares_the_group(tmp_path, monkeypatch):
+    info = tmp_path / "somepack-1.0.dist-info"
+    info.mkdir()
+    (info / "entry_points.txt").write_text("[console_scripts]\nx = y:z\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert not discover.any_declared()
+    (info / "entry_points.txt").write_text("[mtxdiag.packs]\nsomepack = somepack.pack:PACK\n")
+    assert discover.any_declared()
 
 
 def test_a_sound_pack_has_no_problems():
