@@ -4,9 +4,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from .assignments import AUTO, for_folder, pack_of
 from .engine import build_result

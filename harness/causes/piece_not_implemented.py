@@ -26,4 +26,7 @@ def diagnose(ev):
         return None
     comps = ((c.get("data") or {}).get("components") or {}) if isinstance(c.get("data"), dict) else {}
     why = [str((comps.get(t) or {}).get("why") or t) for t in todo[:6]]
-    return Finding(0.9, [f"{len(todo)} piece(s) not implemented yet: {', '.join(map(str, todo))}"] + why, component=str(todo[0]))
+    where = (comps.get(todo[0]) or {}).get("location")
+    return Finding(0.9, [f"{len(todo)} piece(s) not implemented yet: {', '.join(map(str, todo))}"] + why,
+                   where if isinstance(where, dict) and isinstance(where.get("line"), int) else None,
+                   component=str(todo[0]))

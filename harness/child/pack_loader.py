@@ -54,7 +54,8 @@ def _load(path: str, display: str, pack: Pack) -> tuple:
     name = edition.name if edition is not None else None
     module = types.ModuleType("submission")
     module.__file__ = first
-    record = {"pack": pack, "edition": name, "objects": {}, "absent": {}, "not_implemented": {}, "texts": {}}
+    record = {"pack": pack, "edition": name, "objects": {}, "absent": {}, "not_implemented": {}, "texts": {},
+              "stub_at": {}}
     for b in pack.bindings_for(name):
         obj, why = resolve(b.target)
         if obj is None:
@@ -62,9 +63,11 @@ def _load(path: str, display: str, pack: Pack) -> tuple:
             continue
         record["objects"][b.component] = obj
         setattr(module, b.component.replace(".", "_"), obj)
-        stub = unimplemented(obj)
+        stub, line = unimplemented(obj)
         if stub:
             record["not_implemented"][b.component] = stub
+            run_path = _function(obj).__code__.co_filename
+            record["stub_at"][b.component] = {"file": lm_loader.STATE.files.get(run_path, run_path), "line": line}
     for run_path, shown in lm_loader.STATE.files.items():
         text = read_text_at(run_path, "")
         if text is not None:
@@ -118,22 +121,23 @@ def _function(obj):
     return getattr(obj, "__func__", obj)
 
 
-def unimplemented(obj) -> str:
-    """"not implemented: ..." when the piece's code is still a stub (only pass, docstrings, `x = None`, `return x`
-    of such a name, or raise NotImplementedError); "" otherwise or when its code cannot be read."""
+def unimplemented(obj) -> tuple[str, int]:
+    """("not implemented: ...", its def's line) when the piece's code is still a stub (only pass, docstrings,
+    `x = None`, `return x` of such a name, or raise NotImplementedError); ("", 0) otherwise or when its code cannot
+    be read."""
     fn = _function(obj)
     code = getattr(fn, "__code__", None)
     if code is None:
-        return ""
+        return "", 0
     text = read_text_at(code.co_filename, "")
     try:
         tree = ast.parse(text or "")
     except (SyntaxError, ValueError):
-        return ""
+        return "", 0
     node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and min([n.lineno] + [d.lineno for d in n.decorator_list]) == code.co_firstlineno), None)
     if node is None:
-        return ""
+        return "", 0
     nones: set[str] = set()
     for stmt in node.body:
         if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
@@ -148,5 +152,5 @@ def unimplemented(obj) -> str:
             continue
         if isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt):
             continue
-        return ""
-    return f"not implemented: {node.name} is still the handout's stub (line {node.lineno})"
+        return "", 0
+    return f"not implemented: {node.name} is still the handout's stub (line {node.lineno})", node.lineno

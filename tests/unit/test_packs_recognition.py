@@ -128,6 +128,7 @@ def test_the_loader_finds_each_piece_absent_or_unwritten(loaded, tmp_path):
     assert any(k.endswith("minicourse/attention.py") for k in rec["texts"])
     rec, _, _ = loaded("minicourse-todo")
     assert "not implemented" in rec["not_implemented"]["Attention"]
+    assert rec["stub_at"]["Attention"] == {"file": "minicourse-todo/minicourse/attention.py", "line": 11}
     (tmp_path / "minicourse").mkdir()
     (tmp_path / "minicourse" / "attention.py").write_text("import torch\n\nclass Attn(torch.nn.Module):\n    pass\n")
     rec, _, _ = loaded(str(tmp_path))

@@ -34,7 +34,7 @@ def contract(ctx):
         why = rec["absent"].get(b.component) or rec["not_implemented"].get(b.component)
         comps[b.component] = {"status": "absent" if b.component in rec["absent"] else
                               "not-implemented" if why else "present", "why": why or "", "role": b.role,
-                              "target": b.target}
+                              "target": b.target, "location": rec.get("stub_at", {}).get(b.component)}
     present = [c for c, v in comps.items() if v["status"] == "present"]
     missing = [c for c, v in comps.items() if v["status"] == "absent"]
     stubs = [c for c, v in comps.items() if v["status"] == "not-implemented"]
