@@ -112,6 +112,27 @@ def test_the_pack_is_graded_per_component(venv, tmp_path):
     assert rows["minicourse-todo"]["score"] == "0" and "piece-not-implemented" in rows["minicourse-todo"]["causes"]
 
 
+def test_the_gradescope_zip_ships_the_pack(venv, tmp_path):
+    """The zip carries the pack's own distribution (gradescope_pack.py), installable with its entry point."""
+    import zipfile
+    out = tmp_path / "autograder.zip"
+    r = _run(venv, "gradescope", "build", "--assignment", "minicourse", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    z = zipfile.ZipFile(out)
+    names = set(z.namelist())
+    assert {"pack/pyproject.toml", "pack/minicourse_pack/pack.py", "pack/minicourse_pack/reference.py"} <= names
+    assert '"$ROOT/source/pack"' in z.read("setup.sh").decode()
+    assert "--assignment minicourse" in z.read("run_autograder").decode()
+    z.extractall(tmp_path / "zip", [n for n in names if n.startswith("pack/")])
+    w = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(tmp_path / "whl"), str(tmp_path / "zip" / "pack")], capture_output=True, text=True,
+                       timeout=300)
+    assert w.returncode == 0, w.stderr[-2000:]
+    (whl,) = (tmp_path / "whl").glob("*.whl")
+    eps = next(n for n in zipfile.ZipFile(whl).namelist() if n.endswith("entry_points.txt"))
+    assert "minicourse = minicourse_pack.pack:PACK" in zipfile.ZipFile(whl).read(eps).decode()
+
+
 def test_the_role_probes_tell_the_correct_from_the_inverted_mask(venv, tmp_path):
     _need_roles()
     good, bad = _check(venv, "minicourse-correct", tmp_path), _check(venv, "minicourse-buggy", tmp_path)
