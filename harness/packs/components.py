@@ -33,8 +33,12 @@ def rows(result: dict, pack: Pack) -> dict[str, dict]:
     data = contract.get("data") if contract and isinstance(contract.get("data"), dict) else {}
     told = data.get("components") if isinstance(data.get("components"), dict) else {}
     out: dict[str, dict] = {}
-    for b in pack.bindings_for(edition_of(result)):
-        own = [c for c in checks if str(c.get("id", "")).startswith(b.component + ".")]
+    bindings = pack.bindings_for(edition_of(result))
+    names = sorted((b.component for b in bindings), key=len, reverse=True)
+    # a check is its longest matching component's ("Model.sample.shape" is Model.sample's, not Model's)
+    owner = {id(c): next((n for n in names if str(c.get("id", "")).startswith(n + ".")), None) for c in checks}
+    for b in bindings:
+        own = [c for c in checks if owner[id(c)] == b.component]
         diag = next((d for d in diags if d.get("component") == b.component and d.get("severity", "problem") != "info"),
                     None)
         said = told.get(b.component) if isinstance(told.get(b.component), dict) else {}

@@ -49,6 +49,14 @@ def test_each_component_is_read_from_its_checks_and_the_contract():
     assert named["Attn"]["status"] == "not-checked"
 
 
+def test_a_methods_checks_are_its_own_not_its_classes():
+    pack = Pack(assignment=A, files=("c/m.py",), bindings=(Binding("model", "Model", "c.m:Model"),
+                                                           Binding("sampler", "Model.sample", "c.m:Model.sample")))
+    r = rows(_result(checks=[_check("Model.loss", "pass"), _check("Model.sample.shape", "fail")],
+                     comps={"Model": {"status": "present"}, "Model.sample": {"status": "present"}}), pack)
+    assert r["Model"]["status"] == "pass" and r["Model.sample"]["status"] == "fail"
+
+
 def test_the_rubric_gives_each_component_its_points(installed):
     result = _result(checks=[_check("Attn.mask", "pass"), _check("PE.formula", "fail")])
     g = rubric.score(result, rubric.load())
