@@ -207,7 +207,8 @@ def _script_failures(skipped: list, submission: str) -> list[dict]:
                   {"file": submission, "line": line}) for line, what in failures(skipped, submission)[:3]]
 def _grader_lacks_allowed(base: dict) -> None:
     """A `missing-module` whose every module the assignment allows (harness/allowed.py) is the grader's
-    environment: it becomes a grader fault with the install command, never a student's zero."""
+    environment: it becomes a grader fault with the install command, never a student's zero. It ranks where the
+    environment ranks: after every problem the code's own checks measured, before the notes."""
     import re
 
     from .allowed import install_command, is_allowed
@@ -223,9 +224,12 @@ def _grader_lacks_allowed(base: dict) -> None:
     names, cmd = ", ".join(sorted(mods)), "; ".join(sorted({install_command(m) for m in mods}))
     ev = [f"the code imports {names}, which the {base['assignment']} assignment allows, and the Python that runs "
           f"mtxdiag does not have it"] + list(d.get("evidence") or [])[:3]
-    base["diagnoses"] = [_diag("grader-fault", 1.0, ev, d.get("location"), fix=environment_fix(cmd),
-                              title="mtxdiag's Python lacks a package the assignment allows")] + \
-                        [x for x in base["diagnoses"] if x is not d]
+    fault = _diag("grader-fault", 1.0, ev, d.get("location"), fix=environment_fix(cmd),
+                  title="mtxdiag's Python lacks a package the assignment allows")
+    rest = [x for x in base["diagnoses"] if x is not d]
+    problems = [i for i, x in enumerate(rest) if x.get("severity") != "info"]
+    at = problems[-1] + 1 if problems else 0   # the environment last: after the code's own problems (issue 47)
+    base["diagnoses"] = rest[:at] + [fault] + rest[at:]
     base["error"] = {"kind": "grader-environment", "reason": f"the Python that runs mtxdiag lacks {names}, which "
                      f"the assignment allows ({cmd})", "phase": "load", "student_fault": False}
     base["verdict"] = "error"

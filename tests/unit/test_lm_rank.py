@@ -162,3 +162,21 @@ def test_a_decision_counts_as_own_only_for_a_cause_nothing_below_can_produce():
         _check("block", "fail", "mismatch", _where("pkg/nn.py", 30), lines={"pkg/nn.py": [30, 31, 40]},
                lmdiag_measured=_measured("block", "missing-residual")))
     assert sorted(x["component"] for x in diagnose(r)) == ["block", "mha"]
+
+
+def test_a_package_the_grader_lacks_ranks_after_the_measured_bugs(monkeypatch):
+    # the environment's finding (a grader fault: the assignment allows the package) comes last, below the
+    # student's measured bug, however sure it is; the check still stops as the grader's fault (regraded)
+    from harness import allowed
+    from harness.engine import build_result
+    from harness.outcome import ChildOutcome
+    monkeypatch.setitem(allowed.ALLOWED, "lm", allowed.ALLOWED["lm"] + ("wandb",))
+    payload = {"checks": [_check("rope", "error", "missing-module", _where("pkg/rope.py", 3), missing_module="wandb"),
+                          _check("linear", "fail", "mismatch", _where("pkg/linear.py", 9),
+                                 course_replay=dict(SEEN, test="test_linear"))],
+               "load": {"ok": True}, "assignment": "lm"}
+    r = build_result(ChildOutcome(payload, "ok"), "repo", "lm")
+    assert [x["id"] for x in r["diagnoses"]] == ["component-mismatch", "grader-fault"]
+    assert r["diagnoses"][1]["confidence"] > r["diagnoses"][0]["confidence"]
+    assert "pip install wandb" in r["diagnoses"][1]["fix"]
+    assert r["error"]["student_fault"] is False and r["verdict"] == "error"
