@@ -13,9 +13,10 @@ course's tolerances: harness/child/probes/lm/diag/course.py) and puts `data.cour
   3. the environment: a module the grader's Python lacks, a feature of a newer Python;
   4. notes (severity info).
 
-Fold: a failing component whose traced failing run first diverges (or raises) on a line that an earlier
-failing component's own run executed is explained by that one ("also explains"), unless it has evidence of
-its own: a fingerprint of one of its own mutants, its adapter passing a value into another parameter's slot,
+Fold: a failing component whose outputs equal exactly the reference built on a known bug of a failing
+component it is built from (its fingerprint names that component's mutant), or whose traced failing run first
+diverges (or raises) on a line that an earlier failing component's own run executed, is explained by that one
+("also explains"), unless it has evidence of its own: a fingerprint of one of its own mutants, its adapter passing a value into another parameter's slot,
 or a decision (lm_decide) whose cause nothing it is built from can produce. Own evidence keeps its own
 diagnosis; the divergence alone never outweighs it.
 """
@@ -132,17 +133,38 @@ def own_evidence(ev, comp: str) -> list[str]:
     return out
 
 
+def fingerprinted_below(ev, comp: str) -> str | None:
+    """The failing component whose known bug comp's outputs reproduce: comp's own fingerprint (validated by
+    lm_decide: a mutant of a component comp is built from) names one mutant of another component, and every
+    mutant it also matches is of that component. comp then computes exactly the reference built on that bug:
+    its failure is that component's diagnosis, measured rather than traced."""
+    m = ((ev.get(f"lm-{comp}") or {}).get("data") or {}).get("lmdiag_measured")
+    fp = m.get("fingerprint") if isinstance(m, dict) and m.get("component") == registry_name(comp) else None
+    if not isinstance(fp, dict) or not isinstance(fp.get("mutant_component"), str):
+        return None
+    from . import lm_decide
+    whose = {lm_decide.MUTANTS[x].component for x in [fp.get("mutant")] + list(fp.get("also") or ())
+             if isinstance(x, str) and x in lm_decide.MUTANTS}
+    if whose != {fp["mutant_component"]} or fp["mutant_component"] == registry_name(comp):
+        return None
+    below = next((o for o, _, _ in COMPONENTS if registry_name(o) == fp["mutant_component"]), None)
+    return below if below is not None and ORDER[below] < ORDER[comp] and broken(ev, below) else None
+
+
 def folded_into(ev, comp: str) -> str | None:
     """The failing component whose diagnosis explains comp's failure (None: comp is its own diagnosis).
     Only an earlier component in the build order, so that two failures on one shared line fold one way; never
-    a component with evidence of its own (own_evidence)."""
+    a component with evidence of its own (own_evidence). The measured route first (comp's outputs equal a
+    failing component's known bug: fingerprinted_below), then the traced one (its failure starts on a line that
+    component's own failing run executed)."""
     seen = {comp}
     target = None
     while True:
         if own_evidence(ev, comp):
             return target
-        nxt = next((o for o, _, _ in COMPONENTS if ORDER[o] < ORDER[comp] and broken(ev, o)
-                    and _started_in(ev, comp, o)), None)
+        nxt = fingerprinted_below(ev, comp) or next(
+            (o for o, _, _ in COMPONENTS if ORDER[o] < ORDER[comp] and broken(ev, o) and _started_in(ev, comp, o)),
+            None)
         if nxt is None or nxt in seen:
             return target
         seen.add(nxt)

@@ -180,3 +180,34 @@ def test_a_package_the_grader_lacks_ranks_after_the_measured_bugs(monkeypatch):
     assert r["diagnoses"][1]["confidence"] > r["diagnoses"][0]["confidence"]
     assert "pip install wandb" in r["diagnoses"][1]["fix"]
     assert r["error"]["student_fault"] is False and r["verdict"] == "error"
+
+
+def _fingerprinted(comp, mutant):
+    """Validated-to-be lmdiag measurements of comp whose outputs equal the reference with `mutant`'s edit."""
+    return {"component": comp, "adapter": f"run_{comp}", "status": "fail", "draws": 2,
+            "err": {"case": "c", "draw": 0, "max_abs": 1.0, "max_rel": 0.5, "shape": [[2, 3]],
+                    "expected_shape": [[2, 3]]},
+            "interface": [], "not_measured": {}, "properties": [],
+            "fingerprint": {"mutant": mutant, "max_diff": 0.0, "draws": 5, "cases": 1, "also": []}}
+
+
+def test_outputs_equal_to_a_failing_parts_known_bug_fold_into_it_without_a_trace():
+    # the LM's traced divergence is on its own line (no fold by the trace), but its outputs equal the reference
+    # built on RMSNorm's known bug, and the student's RMSNorm fails: one diagnosis, the RMSNorm's, not a second
+    # one at 0.95 on the LM for the same bug
+    norm = _check("rmsnorm", "fail", "mismatch", _where("pkg/nn.py", 12), lines={"pkg/nn.py": [10, 11, 12]},
+                  fingerprint={"mutant": "lm-rmsnorm-subtracts-mean", "max_abs": 0.0, "draws": 5, "summary": "s"})
+    lm = _check("lm", "fail", "mismatch", _where("pkg/nn.py", 168), lines={"pkg/nn.py": [10, 11, 12, 168]},
+                lmdiag_measured=_fingerprinted("lm", "lm-rmsnorm-subtracts-mean"))
+    d = diagnose(_result(norm, lm))
+    assert [(x["component"], x["id"]) for x in d] == [("rmsnorm", "rmsnorm-subtracts-mean")]
+    assert any(e.startswith("also explains lm-lm") for e in d[0]["evidence"])
+    # the part the fingerprint names passes its own check: nothing to fold into, the LM keeps its diagnosis
+    ok = _check("rmsnorm", "pass")
+    d = diagnose(_result(ok, lm))
+    assert [(x["component"], x["id"]) for x in d] == [("lm", "rmsnorm-subtracts-mean")]
+    # a fingerprint of the component's own bug is its own evidence, whatever fails below it
+    block = _check("block", "fail", "mismatch", _where("pkg/nn.py", 147), lines={"pkg/nn.py": [10, 11, 12, 147]},
+                   lmdiag_measured=_fingerprinted("block", "lm-block-post-norm"))
+    d = diagnose(_result(norm, block))
+    assert sorted(x["component"] for x in d) == ["block", "rmsnorm"]
