@@ -39,6 +39,13 @@ COURSE_INVISIBLE = {
     "rope-ignores-token-positions": "the course's tests pass positions 0..seq-1, which is what a RoPE that counts "
                                     "positions itself assumes; with other positions (a KV cache, packed or shifted "
                                     "sequences) the rotation is wrong",
+    # the course's tests load given weights and call each piece once; none trains the model. training-fails
+    # names a piece whose own check passes; a model whose forward fails its own check is measured instead (the
+    # lm's replay on the course's inputs)
+    "training-fails": "the course's tests load given weights and call each piece once, never training the model; "
+                      "trained, the loss does not follow the reference's",
+    "optimizer-missing-parameters": "the course's tests load given weights and call the model, never training it; "
+                                    "trained, the parameters model.parameters() misses never change",
 }
 COURSE_INPUTS = "batch 4, 4 heads, d_model 64, d_ff 128, float32"
 

@@ -211,3 +211,18 @@ def test_outputs_equal_to_a_failing_parts_known_bug_fold_into_it_without_a_trace
                    lmdiag_measured=_fingerprinted("block", "lm-block-post-norm"))
     d = diagnose(_result(norm, block))
     assert sorted(x["component"] for x in d) == ["block", "rmsnorm"]
+
+
+def test_a_training_failure_ranks_after_a_crash_the_course_sees():
+    # the course's tests never train the model: a piece whose own check passes but whose brief training leaves
+    # the reference's curve (0.85) ranks after a component the course's tests see raise (0.6)
+    training = {"id": "lm-training", "status": "fail", "measured": {"curve_gap": 0.01}, "expected": "",
+                "detail": "the loss leaves the reference's at step 1", "location": _where("pkg/lm.py", 19),
+                "data": {"kind": "training", "component": "lm", "culprits": ["model"]}}
+    rope = _check("rope", "error", "error", _where("pkg/rope.py", 45),
+                  course_replay=dict(SEEN, test="test_rope", problem="raises RuntimeError: size mismatch"))
+    d = diagnose(_result(training, rope, _check("lm", "pass")))
+    assert [(x["component"], x["id"]) for x in d] == [("rope", "forward-error"), ("lm", "training-fails")]
+    assert d[1]["confidence"] > d[0]["confidence"]
+    assert any(e.startswith("what it costs:") and "never training" in e for e in d[1]["evidence"])
+    assert order({"id": "optimizer-missing-parameters", "component": "lm"}) == INVISIBLE
