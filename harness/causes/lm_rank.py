@@ -9,7 +9,7 @@ course's tolerances: harness/child/probes/lm/diag/course.py) and puts `data.cour
      does not call course-invisible);
   1. failures they cannot see (measured passing on the course's inputs, or a cause of the table), each with
      what it costs in practice;
-  2. components not implemented yet;
+  2. components not implemented yet, required checks that could not be measured;
   3. the environment: a module the grader's Python lacks, a feature of a newer Python;
   4. notes (severity info).
 
@@ -26,6 +26,9 @@ from ..lm_table import COMPONENTS, registry_name
 
 VISIBLE, INVISIBLE, UNFINISHED, ENVIRONMENT, NOTE = range(5)
 ENVIRONMENT_CAUSES = {"missing-module", "needs-newer-python"}
+# what is not done yet: a component not implemented, a required check that could not be measured (it names no
+# failure of the code, so it never ranks above one that was measured)
+UNFINISHED_CAUSES = {"not-implemented", "check-not-measured"}
 # The course's tests cannot see these (they run float32, arange positions and a handful of AdamW steps at
 # eps 1e-8): used where the child's replay on the course's inputs did not run (older payloads, a component
 # without a replay); what each costs in practice is said with the finding.
@@ -74,7 +77,7 @@ def order(d: dict, ev=None) -> int:
         return NOTE
     if d.get("id") in ENVIRONMENT_CAUSES:
         return ENVIRONMENT
-    if d.get("id") == "not-implemented":
+    if d.get("id") in UNFINISHED_CAUSES:
         return UNFINISHED
     return VISIBLE if course_sees(ev, d) else INVISIBLE
 

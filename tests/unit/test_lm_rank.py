@@ -226,3 +226,16 @@ def test_a_training_failure_ranks_after_a_crash_the_course_sees():
     assert d[1]["confidence"] > d[0]["confidence"]
     assert any(e.startswith("what it costs:") and "never training" in e for e in d[1]["evidence"])
     assert order({"id": "optimizer-missing-parameters", "component": "lm"}) == INVISIBLE
+
+
+def test_a_check_that_could_not_be_measured_ranks_after_every_measured_failure():
+    # check-not-measured names no failure of the code: a course-invisible finding that was measured comes first
+    fp = {"mutant": "lm-rmsnorm-no-upcast", "max_abs": 0.0, "draws": 3, "summary": "no upcast"}
+    skipped = {"id": "lm-training", "status": "skip", "measured": None, "expected": "",
+               "detail": "not trained: run_transformer_lm computes with copies of 11 of the 21 weights it is given",
+               "location": None, "data": {"could_not_measure": "copies of the weights"}}
+    r = _result(_check("rmsnorm", "fail", "mismatch", _where("pkg/norm.py", 12), fingerprint=fp,
+                       course_replay=dict(UNSEEN, test="test_rmsnorm")), skipped)
+    d = diagnose(r)
+    assert [x["id"] for x in d] == ["rmsnorm-no-float32-upcast", "check-not-measured"], [x["id"] for x in d]
+    assert order(d[1]) == UNFINISHED and order(d[0], None) == INVISIBLE
