@@ -278,6 +278,8 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
             "quick": quick, "verdict": "error", "diagnoses": [], "checks": [], "skipped_code": [],
             "stdout": outcome.stdout[-100_000:], "stderr": outcome.stderr[-20_000:], "artifacts": {},
             "timings": {"total_s": round(outcome.seconds, 3)}, "error": None}
+    if outcome.limits:          # which mechanism limited the run (isolation/enforce.py): the parent's own record
+        base["limits"] = dict(outcome.limits)
     if outcome.payload is not None:
         try:
             p = validate_payload(outcome.payload)
