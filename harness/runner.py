@@ -141,7 +141,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         stack = ""
         guard.adopt(run.members())   # a warm fork joins the run's cgroup (a cold child joined before exec)
         # memory where no cgroup charges it, and disk always (the folder the run can write, files held unlinked)
-        watch = guard.watch(run.members, worker.slot if worker is not None else work)
+        watch = guard.watch(run.watched, worker.slot if worker is not None else work)
         finished = guard.settle(run.wait(t0 + lim.timeout_s, watch), watch)
         if finished in ("memory", "disk"):
             run.end()    # a warm worker's fork ended alone: the worker, cleaned up, takes the next run
@@ -205,6 +205,11 @@ class _ColdRun:
 
     def members(self):
         return sandbox.members(self.proc.pid, self.token, self.proc.pid)
+
+    def watched(self):
+        """members(), cheaper inside bubblewrap (its pid namespace keeps orphans below the root)."""
+        below = sandbox.descendants(self.proc.pid) if self.isolation == "bwrap" else None
+        return below if below is not None else self.members()
 
     def wait(self, deadline: float, watch=None):
         return _wait(self.proc, deadline, watch)

@@ -34,11 +34,12 @@ class _Adopt:
     and what it started before it was moved). Never fires."""
     kind = "adopt"
 
-    def __init__(self, group: cgroup.RunGroup, pids):
-        self.group, self.pids = group, pids
+    def __init__(self, group: cgroup.RunGroup, sampler: Sampler):
+        self.group, self.sampler = group, sampler
 
     def over(self):
-        stray = set(self.pids()) - self.group.members()
+        self.sampler.sample()
+        stray = self.sampler.members - self.group.members()
         if stray:
             self.group.adopt(sorted(stray))
         return None
@@ -75,7 +76,7 @@ class RunLimits:
         sampler = Sampler(pids, SAMPLE_S)
         memory = None if self.group is not None else \
             memwatch.watchdog_for(self.device, self.lim.memory_mb, pids, sampler=sampler)
-        adopt = _Adopt(self.group, pids) if self.group is not None else None
+        adopt = _Adopt(self.group, sampler) if self.group is not None else None
         return Watches(adopt, memory, DiskWatch(folder, held=sampler))
 
     def settle(self, finished, watch: Watches):

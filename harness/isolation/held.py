@@ -174,11 +174,13 @@ class Sampler:
 
     def __init__(self, pids, period_s: float = 0.0):
         self.pids, self.period_s = pids, period_s
-        self.last, self._at = Held(), None
+        self.last, self.members, self._at = Held(), set(), None
 
     def sample(self) -> Held:
+        """What the run holds now (once per period); `members` then holds the processes it read."""
         import time
         now = time.monotonic()
         if self._at is None or now - self._at >= self.period_s:
-            self.last, self._at = measure(self.pids()), now
+            self.members = set(self.pids())
+            self.last, self._at = measure(self.members), now
         return self.last
