@@ -11,8 +11,8 @@ and disk a walk of the run's folder does not see.
   descriptor closes, and no walk of a folder finds it (1.2 GB held while the walk saw 0 MB). Counted here: every
   regular file a process holds open whose link count is 0, by its allocated blocks.
 
-`measure(pids)` reads every process once; a sample of a run's two or three processes takes about a
-millisecond (bench: the cost is in the report of issue 45)."""
+`measure(pids)` reads every process once: a few milliseconds for a run's two torch processes, most of it their
+mappings, which `Sampler` reads every fourth period unless a process has shared memory resident."""
 from __future__ import annotations
 
 import os
@@ -101,8 +101,9 @@ def _scratch(pid: int, seen: dict) -> None:
         seen[dev] = (v.f_blocks - v.f_bfree) * v.f_frsize
 
 
-def measure(pids) -> Held:
-    """One sample of what these processes hold (gone or unreadable processes count nothing)."""
+def measure(pids, maps: bool = True) -> Held:
+    """One sample of what these processes hold (gone or unreadable processes count nothing). maps=False: a
+    process's mappings are read only when it has shared memory resident (RssShmem); the most costly read."""
     memory_devs = host_memory_devs()
     h, scratch, objects = Held(), {}, {}
     for pid in pids:
@@ -131,7 +132,7 @@ def measure(pids) -> Held:
                 objects[key] = ("mem", st.st_blocks * 512, st.st_dev)
             elif st.st_nlink == 0:
                 objects[key] = ("disk", st.st_blocks * 512, st.st_dev)
-        if not _mapped(pid, objects, mem) and shmem:
+        if (maps or shmem) and not _mapped(pid, objects, mem) and shmem:
             h.shmem_kb += shmem
     h.scratch = sum(scratch.values())
     for kind, size, dev in objects.values():
@@ -170,10 +171,12 @@ def _mapped(pid: int, objects: dict, mem) -> bool:
 
 
 class Sampler:
-    """One measurement of a run's processes per period, shared by its memory and disk watches."""
+    """One measurement of a run's processes per period, shared by its memory and disk watches. Every
+    `maps_every`-th reads all mappings (a memfd mapped and never touched, its descriptor closed, shows no
+    RssShmem); the others only those of processes with shared memory resident."""
 
-    def __init__(self, pids, period_s: float = 0.0):
-        self.pids, self.period_s = pids, period_s
+    def __init__(self, pids, period_s: float = 0.0, maps_every: int = 4):
+        self.pids, self.period_s, self.maps_every, self.n = pids, period_s, max(1, maps_every), 0
         self.last, self.members, self._at = Held(), set(), None
 
     def sample(self) -> Held:
@@ -182,5 +185,6 @@ class Sampler:
         now = time.monotonic()
         if self._at is None or now - self._at >= self.period_s:
             self.members = set(self.pids())
-            self.last, self._at = measure(self.members), now
+            self.last, self._at = measure(self.members, maps=self.n % self.maps_every == 0), now
+            self.n += 1
         return self.last

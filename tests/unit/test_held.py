@@ -87,3 +87,18 @@ def test_the_sampler_reads_proc_once_per_period():
     s = held.Sampler(lambda: calls.append(1) or set(), period_s=3600)
     s.sample(), s.sample()
     assert len(calls) == 1
+
+
+def test_a_mapped_memfd_never_touched_is_found_when_the_mappings_are_read():
+    """No RssShmem shows it (no page of it is resident in the process): only the full reading of the mappings,
+    which the sampler makes every fourth period, finds it."""
+    before = held.measure(_me()).objects
+    fd = _memfd(4)
+    mapped = mmap.mmap(fd, 4 * MB)
+    os.close(fd)
+    try:
+        assert held.measure(_me(), maps=True).objects - before == 4 * MB
+        s = held.Sampler(_me, period_s=0, maps_every=2)
+        assert s.sample().objects - before == 4 * MB        # the first sample reads them all
+    finally:
+        mapped.close()
