@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .readable import cut
 from . import paths
-from .isolation import sandbox
+from .isolation import held, sandbox
 from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
@@ -208,7 +208,7 @@ class _ColdRun:
 
     def watched(self):
         """members(), cheaper inside bubblewrap (its pid namespace keeps orphans below the root)."""
-        below = sandbox.descendants(self.proc.pid) if self.isolation == "bwrap" else None
+        below = held.descendants(self.proc.pid) if self.isolation == "bwrap" else None
         return below if below is not None else self.members()
 
     def wait(self, deadline: float, watch=None):

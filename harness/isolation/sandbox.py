@@ -364,34 +364,6 @@ def members(root: int | None, token: str | None = None, session: int | None = No
     return {p for p in found if p not in protected and table.get(p, (0, 0, "Z"))[2] != "Z"}
 
 
-def descendants(root: int) -> set[int] | None:
-    """`root` and every process below it, read from the tree's own /proc/PID/task/TID/children entries (a few
-    reads, not the whole process table: what a watch samples every period); None where the kernel lacks them.
-    Inside bubblewrap and below a warm worker (a subreaper) an orphan stays below the root."""
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in found:
-            continue
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        found.add(pid)
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(x) for x in f.read().split())
-            except FileNotFoundError:
-                if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                    continue               # the thread ended meanwhile
-                return None                # no children files on this kernel
-            except (OSError, ValueError):
-                continue
-    return found
-
-
 def kill_tree(root: int | None, token: str | None = None, session: int | None = None, rounds: int = 20) -> int:
     """Freeze then kill every process of the run; returns how many were killed."""
     killed: set[int] = set()

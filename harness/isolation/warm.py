@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from ..readable import cut
-from . import confine, sandbox, scratch
+from . import confine, held, sandbox, scratch
 from ..protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 
 START_TIMEOUT_S = 120.0
@@ -274,7 +274,7 @@ class Run:
     def watched(self) -> set[int]:
         """members(), cheaper: what the worker (the subreaper of everything the run starts) has below it."""
         proc = self.worker.proc
-        below = sandbox.descendants(proc.pid) if proc is not None else set()
+        below = held.descendants(proc.pid) if proc is not None else set()
         return below - self.worker.base if below is not None else self.members()
 
     def end(self, wait_s: float = 10.0) -> None:

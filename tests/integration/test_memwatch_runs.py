@@ -40,16 +40,16 @@ def test_a_run_over_the_resident_limit_ends_as_memory_limit(tmp_path, monkeypatc
 
 
 def test_descendants_read_from_the_tree_are_the_members_below_it():
-    """What the watches sample every period (sandbox.descendants: the tree's own children files) is what the whole
+    """What the watches sample every period (held.descendants: the tree's own children files) is what the whole
     process table says is below the root (sandbox.members), grandchildren included."""
     import subprocess
     import sys
-    from harness.isolation import sandbox
+    from harness.isolation import held, sandbox
     p = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen(['sleep', '30']); "
                           "subprocess.Popen(['sh', '-c', 'sleep 30 & wait']); time.sleep(30)"])
     try:
         for _ in range(100):
-            below = sandbox.descendants(p.pid)
+            below = held.descendants(p.pid)
             if below is not None and len(below) >= 4:
                 break
             time.sleep(0.05)
