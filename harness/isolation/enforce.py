@@ -35,10 +35,13 @@ class _Adopt:
     kind = "adopt"
 
     def __init__(self, group: cgroup.RunGroup, sampler: Sampler):
-        self.group, self.sampler = group, sampler
+        self.group, self.sampler, self.seen = group, sampler, -1
 
     def over(self):
         self.sampler.sample()
+        if self.sampler.n == self.seen:            # nothing new read since the last look
+            return None
+        self.seen = self.sampler.n
         stray = self.sampler.members - self.group.members()
         if stray:
             self.group.adopt(sorted(stray))

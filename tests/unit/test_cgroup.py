@@ -139,3 +139,19 @@ def test_without_a_cgroup_rlimits_and_the_outside_measurements(monkeypatch, tmp_
     assert [w.kind for w in watch.watches] == ["memory", "disk"]
     assert not watch.watches[0].resident            # the CPU: private memory and files, not mapped libraries
     guard.close()
+
+
+def test_processes_of_the_run_outside_its_cgroup_are_moved_in_once_per_sample(tmp_path, monkeypatch):
+    """A warm fork and what it started before it was moved: each new reading of the run's processes moves the
+    ones not in the cgroup yet (written to its cgroup.procs), and a look between two readings writes nothing."""
+    _as_cgroup(monkeypatch, tmp_path)
+    guard = enforce.RunLimits(Limits(memory_mb=512))
+    procs = tmp_path / os.path.basename(guard.group.path) / "cgroup.procs"
+    procs.write_text("")
+    run = {os.getpid()}
+    watch = guard.watch(lambda: run, tmp_path)
+    adopt = watch.watches[0]
+    adopt.sampler.period_s = 3600
+    assert watch.over() is None and procs.read_text() == str(os.getpid())
+    procs.write_text("")
+    assert watch.over() is None and procs.read_text() == ""          # no new reading: nothing written
