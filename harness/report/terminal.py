@@ -410,8 +410,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
 
 def limits_text(lim: dict) -> str:
     """One line: what limited the run and at what (the result's `limits`)."""
-    by = {"cgroup-v2": "a cgroup v2 of its own", "rlimits": "rlimits, measured from outside"}.get(
-        lim.get("enforced_by"), clean(lim.get("enforced_by")))
+    how = str(lim.get("enforced_by"))
+    by = {"cgroup-v2": "a cgroup v2 of its own", "rlimits": "rlimits, measured from outside"}.get(how, clean(how))
     parts = [f"{lim[k]} {unit}" for k, unit in (("memory_mb", "MB memory"), ("disk_mb", "MB disk"),
                                                  ("pids", "tasks"), ("cpus", "CPUs")) if isinstance(lim.get(k), int)]
     return f"enforced by {by}" + (f" ({', '.join(parts)})" if parts else "")
