@@ -864,6 +864,30 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lesson="if (next_tok == EOS).all(): break",
     ),
+    Mutant(
+        id="reversal-optimizer-groups-by-name",
+        cause="optimizer-missing-parameters",
+        assignment=R.name,
+        reference=REVERSAL,
+        edits=(
+            Edit(old="    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)\n",
+                 new=("    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]\n"
+                      "    no_decay = [p for n, p in model.named_parameters() if n.endswith('bias')]\n"
+                      "    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.01},\n"
+                      "                             {'params': no_decay, 'weight_decay': 0.0}],\n"
+                      "                            lr=lr, betas=(0.9, 0.98), eps=1e-9)\n")),
+        ),
+        summary="AdamW's param groups are chosen by shape and name and leave the LayerNorm weights out",
+        explanation=(
+            "The weight-decay groups take the matrices (dim >= 2) and the parameters whose name ends in "
+            "'bias'. The LayerNorm gains (n1.weight, n2.weight, ...) are neither, so they are in no group: "
+            "they get gradients that no optimizer ever applies and stay at 1.0 for the whole run. Nothing "
+            "fails, the model just trains with its normalisations frozen. Every trainable parameter must be "
+            "in some group: put the 1-D parameters (biases and norm weights) in the no-decay group "
+            "(p.dim() < 2), or check that the groups together hold model.parameters()."
+        ),
+        lesson="opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)",
+    ),
     # ------------------------------------------------------------------
     # block: "Transformers & Attention from Scratch"
     # ------------------------------------------------------------------

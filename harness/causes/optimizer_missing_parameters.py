@@ -4,15 +4,16 @@ from .base import Cause, Finding, Observed, say
 CAUSE = Cause(
     id="optimizer-missing-parameters",
     title="The optimizer does not hold every parameter: part of the model never trains",
-    what="The optimizer is built over a subset of the parameters (e.g. model.generator.parameters(), or a list "
-         "assembled by hand that misses modules), so the rest keeps its initial values. In a model (lm), the same "
+    what="The optimizer is built over a subset of the parameters (e.g. model.generator.parameters(), a list "
+         "assembled by hand that misses modules, or param groups chosen by name or shape that together leave "
+         "some parameters out, such as the LayerNorm gains), so the rest keeps its initial values. In a model (lm), the same "
          "happens when layers are kept in a plain Python list or dict instead of nn.ModuleList / nn.ModuleDict: "
          "nn.Module does not register them, so model.parameters(), and any optimizer built over it, misses them.",
     why="Gradients reach the left-out parameters but nothing ever applies them: the embeddings or layers stay "
         "random and the model cannot learn the task.",
     symptom="The loss falls a little, then stalls far above what the model can reach.",
-    mechanism="At the first optimizer step of the student's train(), trainable parameters of the model are in no "
-              "param group of the optimizer that steps. lm: tensors the model's forward pass trains through (the "
+    mechanism="At the first optimizer step of the student's train(), run on a small real model of the student's "
+              "class, trainable parameters of the model are in no param group of the optimizer that steps. lm: tensors the model's forward pass trains through (the "
               "leaves of autograd's graph) are not in model.parameters() (check lm-parameters).",
     fix="Build the optimizer over model.parameters() (or param groups that together cover every parameter).",
     lesson="Step 5: Adam(model.parameters(), ...).",

@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
+import mutant_measures as later
 import mutants
 from harness.cli import mutants as cli_mutants
 from harness.cli.mutants import mutants_group
@@ -38,7 +39,7 @@ REQUIRED_CAUSES = {
         "positional-encoding-trainable", "missing-embedding-scale", "bad-output-init",
         "missing-residual", "encoder-in-decode-loop", "padding-mask-inverted",
         "pad-not-ignored", "heads-split-wrong", "data-digits-missing", "decode-stops-early",
-        "dropout-at-inference",
+        "dropout-at-inference", "optimizer-missing-parameters",
     ),
     "block": (
         "softmax-wrong-dim", "missing-sqrt-dk", "causal-mask-missing", "causal-mask-inverted",
@@ -673,6 +674,9 @@ PROBES = {
         mha_equivariance, lambda r, m: r < 1e-5 and m > 1e-2, "permutation equivariance error of MHA"),
     ("reversal", "dropout-at-inference"): Probe(
         eval_twice, lambda r, m: r == 0.0 and m > 1e-4, "two eval-mode passes of the same batch"),
+    ("reversal", "optimizer-missing-parameters"): Probe(
+        later.params_outside_optimizer, lambda r, m: r == [] and len(m) > 0,
+        "trainable parameters in no optimizer param group"),
     ("block", "dropout-at-inference"): Probe(
         block_eval_twice, lambda r, m: r == 0.0 and m > 1e-4, "two eval-mode passes of the same tokens"),
     ("block", "softmax-wrong-dim"): Probe(

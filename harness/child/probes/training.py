@@ -19,6 +19,7 @@ from .base import StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
 from .common import PAD, default, kwargs_for, small_model
 from .train_forwards import ForwardTap, runs_model_check
+from .train_groups import coverage, selection_line
 
 
 def _trace(ctx, model, steps, batch_size):
@@ -227,10 +228,13 @@ def trace(ctx):
     make = (lambda: Stub().to(ctx.device))
     try:
         tr = _trace(ctx, make(), steps, batch_size=4)
+        real = coverage(ctx)       # the stub's 3 parameters prove little about the model's param groups
     except StudentError:  # train() needs more of the model than the stub has: trace a tiny real one
-        make = (lambda: small_model(ctx, dropout=0.0))
+        make, real = (lambda: small_model(ctx, dropout=0.0)), None
         tr = _trace(ctx, make(), steps, batch_size=4)
     tr["mech"]["make_model"] = make
+    if real is not None:
+        tr["mech"]["not_stepped"], tr["mech"]["trainable"] = real["missing"], real["trainable"]
     lrs, seen, rec = tr["lrs"], tr["seen"], tr["rec"]
     ctx.artifacts["trace"] = {"lr": [rnd(v, 8) for v in lrs[:800]], "loss": tr["losses"][:800]}
     checks = []
@@ -396,7 +400,7 @@ def _mechanics_checks(ctx, mech, steps, sched_line, lr_low=False):
                           "trainable parameters of the model that no optimizer param group holds" +
                           (f": {', '.join(miss[:6])}" if miss else "")),
                          data={"mechanism": {"kind": "other-model" if none else "subset", "text": ""}},
-                         location=ctx.where((_other_model_line(ctx) if none else None) or _optimizer_call_line(ctx)
+                         location=ctx.where((_other_model_line(ctx) if none else selection_line(ctx)) or _optimizer_call_line(ctx)
                                             or opt_line) if miss else None))
     if steps:
         out.append(runs_model_check(ctx, mech, steps))
