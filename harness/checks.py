@@ -119,6 +119,11 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                             component="MultiHeadAttention", compares=True),),
     "causal-leak": (C("causal-leak", "max change of earlier outputs when a later decoder token changes",
                       Bound(hi=1e-5), "correct: 0 (bitwise)", compares=True),),
+    "causal-leak-train": (C("causal-leak-train", "max change of earlier outputs in train mode (dropout p, the same "
+                            "dropout masks in both passes) when a later decoder token changes", Bound(hi=1e-5),
+                            "correct: 0 (bitwise): a dropout after the softmax keeps a masked weight at 0; one on "
+                            "the masked scores turns some masked entries into 0, real weight", compares=True,
+                            values=(("dropout", 0.3), ("masked_below", -1e4))),),
     "padding-invariance": (C("padding-invariance", "change of real positions' logits when padded to length 10",
                              Bound(hi=1e-4), "correct corpus < 1e-5", compares=True),),
     "padded-row-finite": (C("padded-row-finite", "finite logits and gradients with an all-PAD source row",
@@ -129,6 +134,11 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                    Bound(lo=1e-3), "reference ~1; missing residual 0", component="EncoderLayer"),
                  C("residual-dec", "DecoderLayer with Linear weights zeroed: output spread over positions",
                    Bound(lo=1e-3), "reference ~1; missing residual 0", component="DecoderLayer")),
+    "residual-train": (C("residual-train", "EncoderLayer and DecoderLayer with Linear weights zeroed (the sublayers "
+                         "add nothing), dropout p: largest change of the output from eval mode to train mode",
+                         Bound(hi=1e-5), "correct: 0 (dropout of a zero sublayer output is zero; the skip path is "
+                         "not dropped); dropout on the stream after the add and the norm changes a share p of "
+                         "the values to 0", compares=True, values=(("dropout", 0.3),)),),
     "cross-wiring": (C("source-sensitivity", "mean change of logits when every source token changes", Bound(lo=1e-4),
                        "correct ~0.1-1"),
                      C("cross-attn-wiring", "encoder output used as key/value (not query) of cross-attention",
@@ -168,6 +178,12 @@ DECLARED: dict[str, tuple[Check, ...]] = {
                       "the peak; and a warmup (the first step's lr at most first_share of the peak), the lesson's "
                       "schedule: linear from lesson_peak / lesson_warmup to lesson_peak at step lesson_warmup",
                       values=(("first_share", 0.2), ("lesson_peak", 1e-3), ("lesson_warmup", 400))),
+                    C("lr-warmup-ramp", "largest rise of train()'s lr between two consecutive optimizer steps, as "
+                      "a share of its peak, after the lr stayed under half the peak for min_flat steps or more",
+                      Bound(hi=0.5, closed=True), "a warm-up ramps: linear over the lesson's 400 steps rises 1/400 "
+                      "of the peak a step, a per-epoch or stepwise ramp at most half; an integer-division factor "
+                      "(step // warmup) holds 0 for the whole warm-up, then rises by the whole peak at once",
+                      values=(("min_flat", 10), ("flat_below", 0.5))),
                     C("train-shift", "the loss target is the decoder input shifted by one", "shifted", "the lesson"),
                     C("train-pad-ignored", "gradient of the loss at PAD targets", "0", "ignore_index=PAD"),
                     C("train-zero-grad", "gradient the optimizer steps with vs the fresh gradient of that step",

@@ -461,6 +461,25 @@ MUTANTS: tuple[Mutant, ...] = (
         lesson="Loss oscillates violently from step 1 | No warmup | Linear warmup over a few hundred steps",
     ),
     Mutant(
+        id="reversal-warmup-integer-division",
+        cause="warmup-flat-then-jump",
+        assignment=R.name,
+        reference=REVERSAL,
+        edits=(
+            Edit(old="        opt, lambda s: min((s + 1) / warmup, 1.0))     # linear warmup, then flat\n",
+                 new="        opt, lambda s: min((s + 1) // warmup, 1))\n"),
+        ),
+        summary="the warmup factor uses integer division: 0 for the whole warmup, then the full lr at once",
+        explanation=(
+            "(s + 1) // warmup is an integer division: it is 0 for the first 399 steps and 1 from step "
+            "400. The learning rate is therefore exactly 0 for the whole warmup (nothing trains, the loss "
+            "sits at its initial value) and then jumps to the full 1e-3 in one step, which is the abrupt "
+            "start a warmup is meant to avoid, just 400 steps late. The log prints lr 0.00e+00 for the first "
+            "400 steps. Divide as floats: min((s + 1) / warmup, 1.0)."
+        ),
+        lesson="Loss oscillates violently from step 1 | No warmup | Linear warmup over a few hundred steps",
+    ),
+    Mutant(
         id="reversal-softmax-wrong-dim",
         cause="softmax-wrong-dim",
         assignment=R.name,
@@ -709,6 +728,25 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        id="reversal-dropout-on-residual-stream",
+        cause="dropout-on-residual-stream",
+        assignment=R.name,
+        reference=REVERSAL,
+        edits=(
+            Edit(old="x = self.n1(x + self.drop(a))            # residual, then normalise",
+                 new="x = self.drop(self.n1(x + a))"),
+        ),
+        summary="the encoder's dropout wraps the residual add and the norm, so it drops the whole stream",
+        explanation=(
+            "EncoderLayer applies its dropout after the residual add and the LayerNorm instead of to the "
+            "attention output: in training 10% of the whole residual stream, each token's own representation "
+            "included, is set to 0 (and the rest scaled by 1/0.9) at every step. Evaluation is unchanged, since "
+            "dropout is off there, so the model looks fine at inference while it trains on a damaged stream. "
+            "Drop the sublayer's output only: x = self.n1(x + self.drop(a))."
+        ),
+        lesson="x = self.n1(x + self.drop(a))            # residual, then normalise",
+    ),
+    Mutant(
         id="reversal-encoder-in-decode-loop",
         cause="encoder-in-decode-loop",
         assignment=R.name,
@@ -823,6 +861,26 @@ MUTANTS: tuple[Mutant, ...] = (
             "inference as well, so two evaluations of the same batch differ and greedy decoding is "
             "noisy. Use the nn.Dropout module (self.dropout, which follows model.train()/model.eval()) "
             "or pass training=self.training."
+        ),
+        lesson="attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys",
+    ),
+    Mutant(
+        id="reversal-dropout-on-masked-scores",
+        cause="dropout-on-masked-scores",
+        assignment=R.name,
+        reference=REVERSAL,
+        edits=(
+            Edit(old="attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys",
+                 new="attn = torch.softmax(self.dropout(scores), dim=-1)"),
+        ),
+        summary="the attention dropout is applied to the masked scores before the softmax",
+        explanation=(
+            "The dropout is moved inside the softmax, onto the scores the mask has already filled with -1e9. "
+            "In training it zeroes 10% of them, masked entries included, and a score of 0 is an ordinary logit: "
+            "the softmax gives those future decoder positions (and padded source positions) real weight, so "
+            "the decoder learns from tokens it cannot have at generation time. In eval mode dropout is off and "
+            "the leakage test passes. Drop the weights after the softmax: "
+            "attn = self.dropout(torch.softmax(scores, dim=-1))."
         ),
         lesson="attn = self.dropout(torch.softmax(scores, dim=-1))         # normalise over keys",
     ),

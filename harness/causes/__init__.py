@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import (attention_renormalised, attention_shared, bad_output_init, causal_diagonal_masked,
                causal_flag_ignored, check_not_measured, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one,
                cross_attention_swapped, data_digits_missing, data_not_reversed, decode_stops_early,
-               dropout_at_inference, encoder_in_decode_loop, eval_mode_training, feed_forward_linear,
+               dropout_at_inference, dropout_on_masked_scores, dropout_on_residual_stream, encoder_in_decode_loop, eval_mode_training, feed_forward_linear,
                forbidden_operation, gradients_not_zeroed, gradients_zeroed_before_step, heads_split_wrong,
                inf_mask_nan, layers_shared, learning_rate_too_low, lm_component, lm_training, load_failures,
                make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
@@ -15,7 +15,8 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                padding_mask_inverted, padding_mask_missing, piece_absent, piece_not_implemented,
                positional_encoding_formula,
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
-               source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
+               source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous,
+               warmup_flat_then_jump)
 from ..assignments import REPOSITORY
 from .base import Cause
 
@@ -24,10 +25,11 @@ RULES = (
     forbidden_operation,
     dropout_at_inference,  # a random forward pass makes every comparison of two passes fail
     target_not_shifted, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one, mask_after_softmax,
+    dropout_on_masked_scores,
     attention_renormalised, causal_diagonal_masked, missing_sqrt_dk, no_gradient_flow, learning_rate_too_low,
     inf_mask_nan, view_not_contiguous, cross_attention_swapped, source_ignored, positional_max_len, stale_mask,
-    no_warmup, softmax_wrong_dim, data_not_reversed, make_batch_malformed, positional_encoding_formula,
-    positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual,
+    no_warmup, warmup_flat_then_jump, softmax_wrong_dim, data_not_reversed, make_batch_malformed, positional_encoding_formula,
+    positional_encoding_trainable, missing_embedding_scale, bad_output_init, missing_residual, dropout_on_residual_stream,
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,

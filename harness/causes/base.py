@@ -65,7 +65,7 @@ class Finding:
 RANDOM_FORWARD_UNRELIABLE = ("causal-leak", "padding-invariance", "heads-permutation", "stateless-forward",
                              "batch-independence", "attn-rows-sum", "decode-determinism", "decode-consistency",
                              "decode-batch-rows",
-                             "overfit", "long-inputs")
+                             "overfit", "long-inputs", "residual-train", "causal-leak-train")
 # block: two passes of the same tokens differ (block-permutation's mechanism, kind "random"): the checks that
 # compare two passes are no evidence either; block-permutation itself is the randomness's evidence then.
 BLOCK_RANDOM_UNRELIABLE = ("block-causal", "block-causal-off")

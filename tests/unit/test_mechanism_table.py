@@ -32,7 +32,8 @@ def test_the_table_matches_the_rules():
 
 def test_a_symptom_without_its_mechanism_stays_below_half():
     """The symptom checks of the rules that read a mechanism, failed with no mechanism observed."""
-    for cid in ("embedding-scale", "distinct-layers", "distinct-attention", "ffn-nonlinear", "causal-leak"):
+    for cid in ("embedding-scale", "distinct-layers", "distinct-attention", "ffn-nonlinear", "causal-leak",
+                "residual-train", "causal-leak-train"):
         c = {"id": cid, "status": "fail", "measured": 0.3, "expected": "", "detail": "", "data": {},
              "location": {"file": "f.py", "line": 5}}
         d = engine.diagnose({"assignment": "reversal", "checks": [c], "submission": "f.py"})

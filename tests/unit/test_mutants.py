@@ -39,7 +39,8 @@ REQUIRED_CAUSES = {
         "positional-encoding-trainable", "missing-embedding-scale", "bad-output-init",
         "missing-residual", "encoder-in-decode-loop", "padding-mask-inverted",
         "pad-not-ignored", "heads-split-wrong", "data-digits-missing", "decode-stops-early",
-        "dropout-at-inference", "optimizer-missing-parameters",
+        "dropout-at-inference", "optimizer-missing-parameters", "warmup-flat-then-jump",
+        "dropout-on-residual-stream", "dropout-on-masked-scores",
     ),
     "block": (
         "softmax-wrong-dim", "missing-sqrt-dk", "causal-mask-missing", "causal-mask-inverted",
@@ -677,6 +678,15 @@ PROBES = {
     ("reversal", "optimizer-missing-parameters"): Probe(
         later.params_outside_optimizer, lambda r, m: r == [] and len(m) > 0,
         "trainable parameters in no optimizer param group"),
+    ("reversal", "warmup-flat-then-jump"): Probe(
+        later.lr_per_step, lambda r, m: max(later.rises(r)) < 0.01 and m[:399] == [0.0] * 399 and m[399] == 1e-3,
+        "lr at each of the first 420 optimizer steps of train()"),
+    ("reversal", "dropout-on-residual-stream"): Probe(
+        later.silenced_layer_train_change, lambda r, m: r == 0.0 and m > 0.1,
+        "EncoderLayer with its Linear weights zeroed: max |train-mode output - eval-mode output|"),
+    ("reversal", "dropout-on-masked-scores"): Probe(
+        later.train_mode_leak, lambda r, m: r == 0.0 and m > 1e-3,
+        "train mode, same dropout masks: max change of earlier logits when a later decoder token changes"),
     ("block", "dropout-at-inference"): Probe(
         block_eval_twice, lambda r, m: r == 0.0 and m > 1e-4, "two eval-mode passes of the same tokens"),
     ("block", "softmax-wrong-dim"): Probe(

@@ -16,7 +16,8 @@ from ...assignments import LM as LM_ASSIGNMENT
 from . import attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding, embedding
 from .lm import components as lm_components, properties as lm_properties, train_brief as lm_train_brief, training as lm_training
 from .lm import parameters as lm_parameters
-from . import model_wiring, overfit, padding, positional, properties, structure, training
+from . import model_wiring, overfit, padding, positional, properties, residual_train, structure, training
+from . import train_masks
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,12 @@ PROBES = (
     Probe("attn-saturation", attention.saturation, R, "quick"),
     Probe("heads-permutation", attention.head_permutation, R, "quick"),
     Probe("causal-leak", attention.leakage, R, "quick"),
+    Probe("causal-leak-train", train_masks.leak_in_training, R, "quick"),
     Probe("padding-invariance", padding.invariance, R, "quick"),
     Probe("padded-row-finite", padding.padded_row, R, "quick"),
     Probe("gradient-flow", model_wiring.gradient_flow, R, "quick"),
     Probe("residual", model_wiring.residual, R, "quick"),
+    Probe("residual-train", residual_train.residual_train, R, "quick"),
     Probe("cross-wiring", model_wiring.cross_wiring, R, "quick"),
     Probe("stateless-forward", model_wiring.stateless, R, "quick"),
     Probe("embedding-scale", embedding.embedding_scale, R, "quick"),

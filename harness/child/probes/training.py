@@ -20,6 +20,7 @@ from .base import caller_line as _caller_line
 from .common import PAD, default, kwargs_for, small_model
 from .train_forwards import ForwardTap, runs_model_check
 from .train_groups import coverage, selection_line
+from .train_schedule import ramp
 
 
 def _trace(ctx, model, steps, batch_size):
@@ -257,6 +258,7 @@ def trace(ctx):
                               "optimizer": tr["mech"].get("optimizer")},
                         location=None if lr_ok else ctx.where(_low_lr_line(min_peak, peak, tr["mech"], lr_line,
                                                                            sched_line))))
+    checks.append(ramp(ctx, lrs, warmup, sched_line))
     checks += _mechanics_checks(ctx, tr["mech"], len(lrs), sched_line, lr_low=not lr_ok)
     ce = [c for c in rec.ops if c.name in ("cross_entropy", "nll_loss")]
     if not ce or "tgt_in" not in seen:
