@@ -58,13 +58,24 @@ def leak_in_training(ctx):
         if not torch.equal(base, again):
             raise Skip("two train-mode passes with the same RNG state differ: the dropout masks cannot be held "
                        "fixed")
-        future, worst_j = 0.0, None
+        future, worst_j, bumped = 0.0, None, []
         for j in range(1, T):
             t2 = tgt_in.clone()
             t2[0, j] = (t2[0, j] + 1) % 10
+            bumped.append((j, t2))
             change = float((run(t2)[0, :j] - base[0, :j]).abs().max())
             if change > future:
                 future, worst_j = change, j
+        if not bound("causal-leak-train").ok(future):
+            model.eval()                       # a leak in eval mode too is causal-leak's to measure and locate
+            ev_base = ctx.forward(model, src, tgt_in)[0]
+            eval_leak = max(float((ctx.forward(model, src, t2)[0][0, :j] - ev_base[0, :j]).abs().max())
+                            for j, t2 in bumped)
+            model.train()
+            if not bound("causal-leak").ok(eval_leak):
+                return [check("causal-leak-train", "skip", None, _expected(),
+                              f"later tokens leak in eval mode too ({num(rnd(eval_leak, 6))}): causal-leak measures "
+                              f"and locates that leak")]
     ok = bound("causal-leak-train").ok(future)
     data: dict = {"future": rnd(future, 6), "token": worst_j}
     line = None

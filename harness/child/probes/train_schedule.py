@@ -54,7 +54,7 @@ def ramp(ctx, lrs: list, warmup, sched_line: int | None) -> dict:
     """Check lr-warmup-ramp on the lr train() set at each optimizer step."""
     j = _jump(lrs)
     limit, min_flat = bound("lr-warmup-ramp"), value("lr-warmup-ramp", "min_flat")
-    expected = (f"a gradual warm-up: no single step raises the lr by more than {num(limit.hi)} of its peak after "
+    expected = (f"{limit} of the peak: a gradual warm-up, no single step raises the lr by more than that after "
                 f"{min_flat} or more steps under {num(value('lr-warmup-ramp', 'flat_below'))} of it")
     if j is None:
         return check("lr-warmup-ramp", "skip", None, expected, "no positive finite learning rate to measure")
