@@ -1,0 +1,2 @@
+PROBES_SPEC = ()
+SAMPLER_SPEC = ()
