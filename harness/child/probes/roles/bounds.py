@@ -12,3 +12,5 @@ SCALE_RATIO = (0.8, 1.25)   # the student's scores' spread over the reference's 
 FORMULA = 1e-4          # max |table - declared formula| (float32 sin/cos of positions <= 300)
 LOSS_AT_INIT = 0.5      # |first-step loss - ln V|: at the course's small init the logits are ~0 (loss ln V +- 0.05)
 PERTURB = 3.0           # the size of a perturbation of one position's input
+LEAK = 0.01             # a later token's pull on earlier scores over its pull on its own position's: exactly 0 when
+                        # masked (-inf or -1e9 fills give weights of exactly 0); a leak is of the same order (~0.3-3)
