@@ -18,19 +18,19 @@ def _m(id, cause, edits, summary, explanation, course_sees):
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    _m("mask-discarded", "mask-result-discarded",
+    _m("mask-discarded", "attention-mask-ignored",
        [(MASK_FILL, 'scores.masked_fill(attn_mask == 0, float("-inf"))')],
        "masked_fill called out of place and its result dropped",
        "masked_fill returns a new tensor; called on a line of its own its result is lost and the scores go to the "
        "softmax unmasked, so every query attends to every key whatever attn_mask says.",
        "the course's masked-attention check: a relative error, no line"),
-    _m("mask-inverted", "mask-convention-inverted",
+    _m("mask-inverted", "attention-mask-inverted",
        [(MASK_FILL, 'scores = scores.masked_fill(attn_mask == 1, float("-inf"))')],
        "the mask blocks where it should attend",
        "attn_mask's 1 entries mean 'may attend'; filling where the mask is 1 blocks exactly those keys and keeps "
        "the ones the mask forbids.",
        "the course's masked-attention check: a relative error, no line"),
-    _m("mask-plus-inf", "mask-fill-nan",
+    _m("mask-plus-inf", "attention-mask-nan",
        [(MASK_FILL, 'scores = scores.masked_fill(attn_mask == 0, float("inf"))')],
        "blocked scores filled with +inf",
        "A blocked score must become -inf (its weight 0); +inf makes exp overflow and the softmax row NaN.",
@@ -41,7 +41,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "Values are read from the value input; projecting the key input instead is invisible when key is value "
        "(self-attention, the course's checks) and wrong whenever they differ.",
        "invisible to the course's checks (they pass key == value)"),
-    _m("scale-missing", "score-scale-missing",
+    _m("scale-missing", "attention-scale-missing",
        [("scores = q @ k.transpose(-2, -1) / math.sqrt(hd)", "scores = q @ k.transpose(-2, -1)")],
        "scores not divided by sqrt(head_dim)",
        "q.k grows like sqrt(head_dim); unscaled, the softmax saturates and its gradients vanish.",

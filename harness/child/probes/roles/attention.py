@@ -265,6 +265,25 @@ def inputs(rctx):
     return [make(rctx, "inputs", "fail", d_key, expected, mech["text"], {"mechanism": mech})]
 
 
+def scores_line(rctx) -> int | None:
+    """The statement that makes the scores the softmax normalises: the first assignment of the softmax's argument
+    that multiplies (q @ k^T, matmul, bmm, einsum)."""
+    import ast
+    fwd = method(rctx, "forward")
+    soft = calls(fwd, "softmax")
+    if not soft:
+        return None
+    arg = soft[-1].args[0] if soft[-1].args else soft[-1].func
+    while isinstance(arg, (ast.Attribute, ast.Subscript, ast.Call)):
+        arg = arg.func if isinstance(arg, ast.Call) else arg.value
+    name = arg.id if isinstance(arg, ast.Name) else None
+    made = sorted((n for n in ast.walk(fwd) if isinstance(n, ast.Assign) and n.lineno < soft[-1].lineno and
+                   any(isinstance(t, ast.Name) and t.id == name for t in n.targets)), key=lambda n: n.lineno)
+    multiplies = [n.lineno for n in made if any(isinstance(x, ast.MatMult) for x in ast.walk(n)) or
+                  calls(n, "matmul", "bmm", "einsum")]
+    return (multiplies or [n.lineno for n in made] or [None])[0]
+
+
 def centred_log_spread(w: torch.Tensor) -> float:
     lw = torch.log(w.clamp_min(1e-30)).double()
     return float((lw - lw.mean(-1, keepdim=True)).std(-1).mean())
@@ -288,9 +307,7 @@ def scale(rctx):
     expected = f"the scores' spread over the reference's (scaled by 1/sqrt({e // h})) in [{lo}, {hi}]"
     if lo <= ratio <= hi:
         return [make(rctx, "scale", "pass", round(ratio, 3), expected)]
-    fwd = method(rctx, "forward")
-    mm = calls(fwd, "matmul", "bmm", "einsum")
-    line = mm[0].lineno if mm else (mine[-1][0])
+    line = scores_line(rctx) or mine[-1][0]
     mech = {"kind": "unscaled" if abs(ratio - (e // h) ** 0.5) < 0.3 else "wrong-scale",
             "text": f"the scores spread {ratio:.2f}x the reference's: "
             + ("not divided by sqrt(head_dim)" if abs(ratio - (e // h) ** 0.5) < 0.3 else "scaled by another factor"),
