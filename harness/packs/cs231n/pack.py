@@ -48,15 +48,15 @@ PACK = Pack(
     assignment=ASSIGNMENT,
     files=(LAYERS, MODELS),
     editions=(
-        # told apart by the classes the layers file declares: the 2025 edition moved the decoder layer into it and
-        # added the encoder side; the newest edition is listed first and wins where both match
-        Edition("2026", markers={LAYERS: "class PatchEmbedding", MODELS: "class VisionTransformer"},
-                student=COMPONENTS),
-        Edition("2025", markers={LAYERS: "class PatchEmbedding", MODELS: "class VisionTransformer"},
-                student=COMPONENTS),
-        Edition("2022", markers={MODELS: "def sample"},
+        # told apart by what the starter's files declare: the 2025 edition moved the decoder layer into the layers
+        # file and added the encoder side (the 2026 starter declares the same classes and is not told apart by its
+        # files: it is checked as 2025, whose contract it shares); 2022-2024 document attn_mask as (S, T), 2021 as
+        # (T, S) (the same (query, key) layout)
+        Edition("2025", markers={LAYERS: "class PatchEmbedding"}, student=COMPONENTS),
+        Edition("2026", markers={LAYERS: "class PatchEmbedding"}, student=COMPONENTS),
+        Edition("2022", markers={LAYERS: "attn_mask: Array of shape (S, T)"},
                 student=("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer")),
-        Edition("2021", markers={LAYERS: "class MultiHeadAttention"},
+        Edition("2021", markers={LAYERS: "attn_mask: Array of shape (T, S)"},
                 student=("PositionalEncoding", "MultiHeadAttention")),
     ),
     reference="harness.packs.cs231n.reference",
