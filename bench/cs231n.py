@@ -58,7 +58,13 @@ def child(tree: Path) -> None:
     from harness.child.probes.roles import ROLE_PROBES, RoleContext
     from harness.packs.cs231n import reference
     from harness.packs.cs231n.pack import PACK
+    import types
     sys.path.insert(0, str(tree))
+    for pkg in ("cs231n", "cs231n.classifiers"):      # the submission is the two files: the packages' own
+        d = tree / pkg.replace(".", "/")               # __init__.py (data loaders, Cython) are not run
+        if d.is_dir():
+            sys.modules[pkg] = types.ModuleType(pkg)
+            sys.modules[pkg].__path__ = [str(d)]
     source = {rel: (tree / rel).read_text(errors="replace") for rel in FILES.values() if (tree / rel).is_file()}
     edition = edition_of(tree, PACK)
     checks: list[dict] = []
@@ -72,8 +78,23 @@ def child(tree: Path) -> None:
             for part in qual.split("."):
                 obj = getattr(obj, part)
         except Exception as e:  # the student's module does not load: one error check for the binding
+            where, tb = None, e.__traceback__
+            while tb is not None:
+                name = tb.tb_frame.f_code.co_filename
+                rel = next((r for r in source if name.endswith(r)), None)
+                if rel:
+                    where = {"file": rel, "line": tb.tb_lineno}
+                tb = tb.tb_next
+            if isinstance(e, SyntaxError) and e.filename:
+                rel = next((r for r in source if e.filename.endswith(r)), None)
+                where = {"file": rel, "line": e.lineno} if rel else where
+            if isinstance(e, ModuleNotFoundError) and not (e.name or "").startswith("cs231n"):
+                checks.append({"id": f"{b.component}.load", "status": "skip", "measured": None, "expected": "",
+                               "detail": f"environment: {e}", "data": {"component": b.component}, "location": None})
+                continue
             checks.append({"id": f"{b.component}.load", "status": "error", "measured": None, "expected": "",
-                           "detail": f"{type(e).__name__}: {e}", "data": {"component": b.component}, "location": None})
+                           "detail": f"{type(e).__name__}: {e}", "data": {"component": b.component},
+                           "location": where})
             continue
         ref = reference
         for part in qual.split("."):
@@ -160,7 +181,8 @@ def score(labels: list, trees: Path, timeout: float, only: str | None) -> dict:
             on_line = any(component_of(d, where) == b["component"] and (d.get("location") or {}).get("line") and
                           any(abs(d["location"]["line"] - n) <= 1 for n in lines) for d in problems)
             row["bugs"].append({"component": b["component"], "bug": b["bug"][:90],
-                                "invisible": bool(b.get("course_invisible")), "named": named, "in_k": in_k,
+                                "invisible": bool(b.get("course_invisible", v.get("course_invisible"))),
+                                "named": named, "in_k": in_k,
                                 "line": on_line, "lines": sorted(lines)})
         rows.append(row)
         print(f"{v['kind']:10} {row['edition'] or '-':5} {v['repo'][:34]:34} {row['seconds']:5}s "

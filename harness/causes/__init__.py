@@ -16,7 +16,7 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
 from . import (attention_dropout_in_eval, attention_dropout_misplaced, attention_mask_ignored, attention_mask_inverted,
-               attention_mask_nan, attention_scale_missing, causal_mask_wrong, heads_merged_wrong,
+               attention_mask_misapplied, attention_mask_nan, positional_dropout_lost, positional_dtype_cast, attention_scale_missing, causal_mask_wrong, heads_merged_wrong,
                positional_in_place, positional_not_added, positional_table_wrong, value_from_key)
 from ..assignments import REPOSITORY
 from .base import Cause
@@ -37,7 +37,8 @@ RULES = (
     # the generic role probes' causes (any pack): a random eval pass first, then the mechanisms that explain others
     attention_dropout_in_eval, heads_merged_wrong, attention_mask_nan, attention_mask_inverted,
     attention_mask_ignored, value_from_key, attention_scale_missing, attention_dropout_misplaced,
-    positional_not_added, positional_in_place, positional_table_wrong, causal_mask_wrong,
+    positional_not_added, positional_in_place, positional_table_wrong, positional_dtype_cast, positional_dropout_lost,
+    causal_mask_wrong, attention_mask_misapplied,
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
     check_not_measured,  # last: a required check that could not be measured
 )

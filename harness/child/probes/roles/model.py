@@ -90,8 +90,15 @@ def classify(rctx, mask: torch.Tensor | None, t: int) -> str:
     return next((k for k, f in forms.items() if torch.equal(allowed.bool(), f)), "other")
 
 
-def mask_line(rctx) -> int | None:
+WRONG_OPS = {"upper": ("triu", "transpose", "t"), "flipped": ("flip", "fliplr", "flipud", "rot90"),
+             "inverted": ("logical_not", "triu")}
+
+
+def mask_line(rctx, kind: str | None = None) -> int | None:
     fwd = method(rctx, "forward")
+    wrong = calls(fwd, *WRONG_OPS.get(kind or "", ()))
+    if wrong:
+        return wrong[0].lineno
     made_ = calls(fwd, "tril", "triu", "flip", "fliplr", "ones")
     if made_:
         return made_[0].lineno
@@ -130,7 +137,7 @@ def causal(rctx):
             else "the model's mask is not the lower triangle"
     mech = {"kind": kind if kind != "causal" else "attention-ignores-mask", "text": text}
     return [make(rctx, "causal", "fail", float(f"{leak:.3g}") if leak == leak else "nan", expected,
-                 text, {"mechanism": mech, "leak": leak, "later": later}, mask_line(rctx))]
+                 text, {"mechanism": mech, "leak": leak, "later": later}, mask_line(rctx, kind))]
 
 
 @guarded("uses-image")

@@ -54,6 +54,24 @@ def init_line(rctx, word: str) -> int | None:
     return hits[0] if hits else (init.lineno if init else None)
 
 
+def origin_line(rctx, word: str) -> int | None:
+    """The statement that makes the frequency the first `word` (sin/cos) call of __init__ uses: the last
+    assignment before it of a name in its argument that raises to a power (pow, exp, **), else None."""
+    import ast
+    init = method(rctx, "__init__")
+    hits = calls(init, word)
+    if not hits:
+        return None
+    used = {n.id for n in ast.walk(hits[0]) if isinstance(n, ast.Name)}
+    powers = [n for n in ast.walk(init) if isinstance(n, ast.Assign) and n.lineno < hits[0].lineno and
+              any(isinstance(t, ast.Name) and t.id in used for t in n.targets) and
+              (calls(n, "pow", "exp", "power") or any(isinstance(x, ast.Pow) for x in ast.walk(n)))]
+    if powers:
+        return max(n.lineno for n in powers)
+    return hits[0].lineno if calls(hits[0], "pow", "exp", "power") or \
+        any(isinstance(x, ast.Pow) for x in ast.walk(hits[0])) else None
+
+
 @guarded("formula")
 def formula(rctx):
     for s, d, init in ((50, 16, {"max_len": 60}), (300, 32, {"max_len": DEFAULT})):
@@ -78,7 +96,7 @@ def formula(rctx):
         kind = "odd-columns" if all(c % 2 for c in cols) else "even-columns" if not any(c % 2 for c in cols) \
             else "table"
     word = "cos" if kind in ("odd-exponent", "odd-columns") else "sin" if kind == "even-columns" else "pow"
-    line = init_line(rctx, word) or init_line(rctx, "exp")
+    line = origin_line(rctx, word) or init_line(rctx, word) or init_line(rctx, "exp")
     text = {"odd-exponent": "the cosine columns use their own index j in the exponent, not the pair's j - 1",
             "sin-cos-swapped": "sine and cosine columns are swapped"}.get(kind, f"columns {cols[:6]} differ")
     return [make(rctx, "formula", "fail", round(float((got - want).abs().max()), 4), expected,
