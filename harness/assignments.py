@@ -1,59 +1,34 @@
 """The assignments, declared once: what each is, how a submission of it is recognised and handed in, what it
 must define, what it may import, how it is graded and which report sections belong to it.
 
-Torch-free plain data (both sides import it; it imports only lm_table, itself torch-free data). The CLI, the
+Torch-free plain data (both sides import it; it imports lm_table, torch-free data, and packs/, the bottom of the
+house: the `Assignment` declaration and pack discovery). The CLI, the
 engine, the grader, the rubric, Gradescope and the report ask `assignment_of(name)` a question
 (`.is_repository`, `.per_component`, `.trains`, `.rubric_table`, ...) instead of comparing names;
 `protocol.ASSIGNMENTS` is `NAMES` here. What belongs to an assignment elsewhere names it through these objects:
 a probe's `assignments` (harness/child/probes/__init__.py), a cause's (harness/causes/*.py), a mutant's
 (mutants/), a report section's (harness/report/sections.py).
 
-A new assignment: one `Assignment(...)` below and a place in `ALL`; then its probes, causes, mutants, reference
+A new assignment is best a pack (docs/packs.md): an installed distribution's `mtxdiag.packs` entry point, found at
+this module's import (packs/discover.py) and placed in `ALL` after the three built in by hand. Built in by hand: one
+`Assignment(...)` below and a place in `ALL`; then its probes, causes, mutants, reference
 (`reference_model/<reference>`) and report sections name it (ARCHITECTURE.md, "An assignment").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 from .lm_table import ADAPTER
+from .packs import discover as _discover
+from .packs.api import Assignment, Pack
+from .packs.folder import locate
+
+__all__ = ["Assignment", "Pack"]        # declared in packs/api.py; imported from here as before
 
 # the folder a course's student repository is recognised by (its adapters: the contract the course tests)
 REPOSITORY_MARKER = "tests/adapters.py"
-
-
-@dataclass(frozen=True)
-class Assignment:
-    name: str
-    title: str                      # one line: what the student builds (a mutant's exported docstring)
-    handed_in: str                  # what a submission is (the Gradescope autograder's README)
-    required: tuple[str, ...]       # the contract: names a submission must define (its `contract` check)
-    optional: tuple[str, ...] = ()  # names whose checks are skipped when absent
-    packages: tuple[str, ...] = ()  # third-party imports it allows besides torch (harness/allowed.py)
-    reference: str = ""             # its reference model, under reference_model/
-    # A student repository (REPOSITORY_MARKER) or one file of its adapters; loaded by harness/child/lm_loader.py.
-    # A folder is checked and graded only as such an assignment.
-    is_repository: bool = False
-    # graded, ordered and reported per component (harness/lm_table.py): the rubric's table `rubric_table`,
-    # one Gradescope test per component, the report's component checklist
-    per_component: bool = False
-    rubric_table: str | None = None
-    # its full check trains the student's model briefly; the report draws the reference's curves beside it
-    trains: bool = False
-    # the model is called as model(src, tgt_in) and must return (batch, target length, vocabulary) logits
-    seq2seq: bool = False
-    # grader modules are hidden from sys.modules while its student code runs (harness/child/hide.py)
-    hides_grader: bool = True
-    # the probes (their ids: harness/checks.py DECLARED) a full check must measure for its verdict to be whole:
-    # one of theirs skipped because it could not be measured (not because the part is absent or not implemented)
-    # is listed in the summary and keeps the verdict from `clean` (checks.not_measured, causes/check_not_measured)
-    must_measure: tuple[str, ...] = ()
-
-    @property
-    def markers(self) -> tuple[str, ...]:
-        """Names whose definition in a single file makes it this assignment (`detect`)."""
-        return self.required
-
 
 REVERSAL = Assignment(
     name="reversal",
@@ -96,16 +71,29 @@ LM = Assignment(
     must_measure=tuple(f"lm-{c}" for c in ADAPTER) + ("lm-training",),
 )
 
+AUTO = "auto"                          # the CLI's choice: detect it
+BUILT_IN: tuple[Assignment, ...] = (REVERSAL, BLOCK, LM)
+
+# the installed packs (packs/discover.py), each usable or not (`BROKEN`: what is wrong, naming the distribution)
+FOUND = _discover.discover(tuple(a.name for a in BUILT_IN) + (AUTO,))
+PACKS: dict[str, Pack] = {f.name: f.pack for f in FOUND if f.pack is not None}
+BROKEN: tuple[str, ...] = tuple(f.error for f in FOUND if f.error)
+
 # detection order: the first whose markers a single file defines (an lm file defines its adapters; a
-# reversal file may define a TransformerBlock too); a file that defines none is checked as DEFAULT
-ALL: tuple[Assignment, ...] = (REVERSAL, BLOCK, LM)
+# reversal file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A pack is a
+# folder (detect_folder), never a single file.
+ALL: tuple[Assignment, ...] = BUILT_IN + tuple(
+    # a pack's bindings must be measured: one whose role no generic probe covers keeps the verdict from clean
+    replace(f.pack.assignment, pack=f.value,
+            must_measure=f.pack.assignment.must_measure + tuple(f"{b.component}.role" for b in f.pack.bindings))
+    for f in FOUND if f.pack is not None)
 DETECT_ORDER: tuple[Assignment, ...] = (LM, REVERSAL, BLOCK)
 DEFAULT = REVERSAL
 NAMES: tuple[str, ...] = tuple(a.name for a in ALL)
 BY_NAME: dict[str, Assignment] = {a.name: a for a in ALL}
-SINGLE_FILE: tuple[str, ...] = tuple(a.name for a in ALL if not a.is_repository)
+SINGLE_FILE: tuple[str, ...] = tuple(a.name for a in ALL if not a.is_repository and not a.pack)
 REPOSITORY: tuple[str, ...] = tuple(a.name for a in ALL if a.is_repository)
-AUTO = "auto"                          # the CLI's choice: detect it
+FOLDER: tuple[str, ...] = REPOSITORY + tuple(PACKS)     # what a folder may be checked as
 CHOICES: tuple[str, ...] = (AUTO,) + NAMES
 
 # what an unknown name (None, "auto", a result's garbage) answers: no to every question
@@ -117,13 +105,35 @@ def assignment_of(name: object) -> Assignment:
     return BY_NAME.get(name, UNDECLARED) if isinstance(name, str) else UNDECLARED
 
 
+def pack_of(name: object) -> Pack | None:
+    """The pack the assignment `name` comes from; None for a built-in one or an unknown name."""
+    return PACKS.get(name) if isinstance(name, str) else None
+
+
 def detect(defines: Callable[[str], bool]) -> str:
     """The assignment a loaded single file is, from the names it defines (`defines(name)`)."""
     return next((a.name for a in DETECT_ORDER if any(defines(n) for n in a.markers)), DEFAULT.name)
 
 
-def for_folder(asked: str) -> str | None:
-    """The assignment a folder (a repository) is checked as when `asked` was asked; None: a folder cannot be."""
+def detect_folder(folder: str | Path) -> str | None:
+    """The assignment a folder is: a repository (REPOSITORY_MARKER) first, then the packs in order (their first
+    file, packs/folder.py); None when it is none of them."""
+    folder = Path(folder)
+    if REPOSITORY and (folder / REPOSITORY_MARKER).is_file():
+        return REPOSITORY[0]
+    return detect_pack(folder)
+
+
+def detect_pack(folder: str | Path) -> str | None:
+    """The first pack (in order) whose assignment folder `folder` is (its first file, packs/folder.py)."""
+    return next((name for name, pack in PACKS.items() if locate(pack, Path(folder)) is not None), None)
+
+
+def for_folder(asked: str, folder: str | Path | None = None) -> str | None:
+    """The assignment a folder is checked as when `asked` was asked; None: a folder cannot be. `folder` (when
+    given) is looked at to tell a repository from a pack's folder; without it, auto means the repository."""
     if asked == AUTO:
+        if folder is not None:
+            return detect_folder(folder) or (REPOSITORY[0] if len(REPOSITORY) == 1 else None)
         return REPOSITORY[0] if len(REPOSITORY) == 1 else None
-    return asked if assignment_of(asked).is_repository else None
+    return asked if asked in FOLDER else None

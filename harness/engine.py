@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from . import __version__, reached, reference_curves
-from .assignments import DEFAULT, assignment_of
+from .assignments import DEFAULT, assignment_of, pack_of
 from .causes import BY_ID, RULES
 from .causes import lm_decide
 from .causes.base import RANDOMNESS_EVIDENCE, Evidence, say
@@ -144,7 +144,7 @@ def diagnose(result: dict) -> list[dict]:
         if c["id"] in ev.unreliable:       # compares two passes of a random forward: folded below
             unreliable.append(c)
             continue
-        comp = _component(c["id"])
+        comp, made = _component(c["id"]), len(out)
         if c["status"] == "error" and comp and ev.passed("shapes") and not d.get("harness_error") \
                 and not d.get("timeout"):
             deviations.append(f"{comp}: {say(c)}")     # the model works: the component's interface differs
@@ -167,6 +167,8 @@ def diagnose(result: dict) -> list[dict]:
                 same["confidence"] = max(same["confidence"], u["confidence"])
             else:
                 out.append(u)
+        if len(out) > made and d.get("component") and pack_of(ev.assignment) is not None:
+            out[-1]["component"] = str(d["component"])[:100]     # a pack's check names its component
         explained.add(c["id"])
     if unreliable:
         det = next((o for o in out if any(e.startswith(tuple(f"{r}:" for r in RANDOMNESS_EVIDENCE))
@@ -180,7 +182,7 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
-    if assignment_of(ev.assignment).per_component:   # measured failures before deviations, unfinished parts, notes
+    if assignment_of(ev.assignment).per_component and not assignment_of(ev.assignment).pack:   # lm's order
         out.sort(key=lambda d: lm_order(d, ev))
     return out
 
@@ -205,7 +207,8 @@ def _script_failures(skipped: list, submission: str) -> list[dict]:
                   {"file": submission, "line": line}) for line, what in failures(skipped, submission)[:3]]
 def _grader_lacks_allowed(base: dict) -> None:
     """A `missing-module` whose every module the assignment allows (harness/allowed.py) is the grader's
-    environment: it becomes a grader fault with the install command, never a student's zero."""
+    environment: it becomes a grader fault with the install command, never a student's zero. It ranks where the
+    environment ranks: after every problem the code's own checks measured, before the notes."""
     import re
 
     from .allowed import install_command, is_allowed
@@ -221,9 +224,12 @@ def _grader_lacks_allowed(base: dict) -> None:
     names, cmd = ", ".join(sorted(mods)), "; ".join(sorted({install_command(m) for m in mods}))
     ev = [f"the code imports {names}, which the {base['assignment']} assignment allows, and the Python that runs "
           f"mtxdiag does not have it"] + list(d.get("evidence") or [])[:3]
-    base["diagnoses"] = [_diag("grader-fault", 1.0, ev, d.get("location"), fix=environment_fix(cmd),
-                              title="mtxdiag's Python lacks a package the assignment allows")] + \
-                        [x for x in base["diagnoses"] if x is not d]
+    fault = _diag("grader-fault", 1.0, ev, d.get("location"), fix=environment_fix(cmd),
+                  title="mtxdiag's Python lacks a package the assignment allows")
+    rest = [x for x in base["diagnoses"] if x is not d]
+    problems = [i for i, x in enumerate(rest) if x.get("severity") != "info"]
+    at = problems[-1] + 1 if problems else 0   # the environment last: after the code's own problems (issue 47)
+    base["diagnoses"] = rest[:at] + [fault] + rest[at:]
     base["error"] = {"kind": "grader-environment", "reason": f"the Python that runs mtxdiag lacks {names}, which "
                      f"the assignment allows ({cmd})", "phase": "load", "student_fault": False}
     base["verdict"] = "error"
@@ -272,6 +278,8 @@ def _build(outcome: ChildOutcome, submission: str, requested_assignment: str, qu
             "quick": quick, "verdict": "error", "diagnoses": [], "checks": [], "skipped_code": [],
             "stdout": outcome.stdout[-100_000:], "stderr": outcome.stderr[-20_000:], "artifacts": {},
             "timings": {"total_s": round(outcome.seconds, 3)}, "error": None}
+    if outcome.limits:          # which mechanism limited the run (isolation/enforce.py): the parent's own record
+        base["limits"] = dict(outcome.limits)
     if outcome.payload is not None:
         try:
             p = validate_payload(outcome.payload)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import types
 
+from .assignments import FOUND
+
 MISSING = object()
 PACKAGES = ("harness", "reference_model", "mutants")     # the grader's packages on disk (shipped, bound, hidden)
-GRADER_PREFIXES = PACKAGES + ("mtxdiag",)                 # module names that are the grader's own
+# the installed packs' top-level packages (their references live there): the grader's too, hidden from the
+# student's code and never served from the student's folder (assignments.FOUND, harness/packs/discover.py)
+PACK_PACKAGES = tuple(sorted({f.value.partition(":")[0].strip().split(".")[0] for f in FOUND
+                              if f.pack is not None} - set(PACKAGES)))
+GRADER_PREFIXES = PACKAGES + ("mtxdiag",) + PACK_PACKAGES   # module names that are the grader's own
 
 
 def is_grader_name(name: str) -> bool:

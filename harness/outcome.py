@@ -25,6 +25,7 @@ class ChildOutcome:
     phases: list = field(default_factory=list)
     isolation: str = ""             # "bwrap" or "none": how the child was isolated
     integrity: list = field(default_factory=list)   # tampering the parent observed (channel, static scan)
+    limits: dict = field(default_factory=dict)      # how the run's resources were limited (isolation/enforce.py)
 
     def __post_init__(self):
         if self.status not in OUTCOME_STATUSES:     # a typo here would become a student's "crashed"

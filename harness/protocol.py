@@ -325,6 +325,7 @@ class Result(_Record):
     error: ErrorInfo | None = ABSENT
     reference: dict = ABSENT             # reversal with training: the reference's own curves, for the figures
     coverage: dict = ABSENT              # check --repair: probe id -> [[first, last] line] of the functions it ran
+    limits: dict = ABSENT                # how the run was limited: {"enforced_by": "cgroup-v2" | "rlimits", ...}
     extra: dict = field(default_factory=dict)
     REQUIRED: ClassVar[tuple] = ("schema", "harness_version", "submission", "assignment", "quick", "verdict",
                                  "diagnoses", "checks", "skipped_code", "stdout", "stderr", "artifacts",

@@ -23,7 +23,6 @@ check `tamper-static`).
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -35,15 +34,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from .readable import cut
-from .isolation import memwatch
 from . import paths
-from .isolation import sandbox
-from .isolation.diskwatch import DiskWatch, Watches
+from .isolation import held, sandbox
+from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
-from .isolation.repo_copy import copy_repo
+from .isolation.pack_copy import copy_folder
 from .isolation.result_pipe import MAX_RESULT_BYTES, Drain, ResultChannel
-from .isolation.scratch import apply_rlimits, ask_for_stack, rlimits
+from .isolation.cgroup import joiner
+from .isolation.scratch import apply_rlimits, ask_for_stack, nproc_limit, rlimits
 from .isolation.scratch import env as _env
 from .isolation.scratch import rmtree as _rmtree
 from .isolation.support_files import SupportError
@@ -52,33 +51,14 @@ from .isolation.support_files import copy_into as copy_support
 MAX_OUTPUT_BYTES = 256 * 1024
 
 
-def _limits(lim: Limits, nproc: int | None, device: str = "cpu"):
-    values = rlimits(lim, nproc, device)
+def _limits(lim: Limits, nproc: int | None, device: str = "cpu", cgroup_procs: str | None = None):
+    values, join = rlimits(lim, nproc, device), joiner(cgroup_procs)
 
     def apply():
         os.setsid()
+        join()                 # the run's cgroup (enforce.py), where the machine delegates one, before exec
         apply_rlimits(values)
     return apply
-
-
-def _nproc_limit(lim: Limits) -> int | None:
-    """RLIMIT_NPROC counts every task of the real user: allow what runs now plus the child's share.
-
-    Root ignores it (and a user namespace does not change that), so nothing is set for root."""
-    if not lim.processes or os.geteuid() == 0:
-        return None
-    uid, n = os.getuid(), 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/status") as f:
-                    st = f.read()
-                if re.search(rf"^Uid:\s+{uid}\s", st, re.M):
-                    m = re.search(r"^Threads:\s+(\d+)", st, re.M)
-                    n += int(m.group(1)) if m else 1
-            except OSError:
-                continue
-    return n + lim.processes
 
 
 def run_child(submission: str | Path, *, assignment: str = "auto", seed: int = 0, device: str = "cpu",
@@ -122,12 +102,12 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         Path(tempfile.mkdtemp(prefix="mtxdiag-"))
     nonce, token = early.nonce if early is not None else secrets.token_hex(16), secrets.token_hex(12)
     chan = ResultChannel(nonce, t0, on_event)
-    run = None
+    run, guard = None, RunLimits(lim, device)
     try:
         left_out: list = []
-        if submission.is_dir():            # an `lm` repository: its .py files, copied (see lm_loader)
+        if submission.is_dir():            # an `lm` repository or a pack's folder: its .py files (pack_copy)
             name = "repo"
-            static = copy_repo(submission, work / name, _static_findings, shown, left_out)
+            static = copy_folder(assignment, submission, work / name, _static_findings, shown, left_out)
         else:
             name = "submission" + (".ipynb" if submission.suffix == ".ipynb" else ".py")
             shutil.copyfile(submission, work / name)
@@ -143,7 +123,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         if worker is not None:
             try:
                 run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
-                    warm.launch_run(worker, args, work, nonce, rlimits(lim, _nproc_limit(lim)))[:4]
+                    warm.launch_run(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))[:4]
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 stopped, worker = worker.stopped, None
@@ -152,32 +132,34 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
                                         seconds=time.monotonic() - t0, isolation=isolation)
                 return run_spec(replace(spec, limits=replace(lim, warm=False)), on_event=on_event)
         else:
-            run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device)
+            run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device, guard.join_path())
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
         out = Drain(out_fd, MAX_OUTPUT_BYTES)
         err = Drain(err_fd, MAX_OUTPUT_BYTES)
         for d in (res, out, err):
             d.start()
         stack = ""
-        # the resident-size watchdog where no address-space limit works (cold CUDA runs); the run folder's disk
-        # use always (RLIMIT_FSIZE caps each file, not their sum)
-        watch = Watches(memwatch.watchdog_for(device, lim.memory_mb, run.members) if worker is None else None,
-                        DiskWatch(work))
-        finished = run.wait(t0 + lim.timeout_s, watch)
-        resident = finished == "memory"
+        guard.adopt(run.members())   # a warm fork joins the run's cgroup (a cold child joined before exec)
+        # memory where no cgroup charges it, and disk always (the folder the run can write, files held unlinked)
+        watch = guard.watch(run.watched, worker.slot if worker is not None else work)
+        finished = guard.settle(run.wait(t0 + lim.timeout_s, watch), watch)
+        if finished in ("memory", "disk"):
+            run.end()    # a warm worker's fork ended alone: the worker, cleaned up, takes the next run
         if not finished:
             stack = run.stop()
         run.kill()       # everything the run started dies with it (a warm worker: or retires)
         for d in (res, out, err):
             d.join(timeout=5)
         breach = [f"the run changed its warm worker (which was retired): {p}" for p in getattr(run, "poisoned", [])]
-        return with_files_note(_outcome(run.returncode, chan, out, err, stack, finished, resident, watch, static,
-                                        shown, assignment, isolation, device, lim, time.monotonic() - t0, breach,
-                                        allowed), left_out)
+        outcome = _outcome(run.returncode, chan, out, err, stack, finished, watch, static, shown, assignment,
+                           isolation, device, lim, time.monotonic() - t0, breach, allowed)
+        outcome.limits = guard.info()
+        return with_files_note(outcome, left_out)
     except OSError as e:
         return ChildOutcome(None, "grader-fault", f"could not start the child process: {e}",
                             seconds=time.monotonic() - t0, isolation=isolation)
     finally:
+        guard.close()
         if early is not None and not early.used:      # an exception before its run was sent: the fork goes
             early.cancel()                            # (and its worker back to the pool)
             worker = None
@@ -192,7 +174,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
             _rmtree(work)
 
 
-def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolation: str, device: str):
+def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolation: str, device: str,
+                 cgroup_procs: str | None = None):
     """A new sandboxed interpreter for this run: (handle, result fd, stdout fd, stderr fd)."""
     r, w = os.pipe()
     key_r, key_w = os.pipe()
@@ -203,7 +186,7 @@ def _launch_cold(args, work: Path, nonce: str, token: str, lim: Limits, isolatio
     try:
         proc = subprocess.Popen(cmd, cwd=work, env=_env(lim.threads, work, isolation, token), stdin=key_r,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
-                                preexec_fn=_limits(lim, _nproc_limit(lim), device), close_fds=True)
+                                preexec_fn=_limits(lim, nproc_limit(lim), device, cgroup_procs), close_fds=True)
     except BaseException:
         os.close(r)
         raise
@@ -223,8 +206,16 @@ class _ColdRun:
     def members(self):
         return sandbox.members(self.proc.pid, self.token, self.proc.pid)
 
+    def watched(self):
+        """members(), cheaper inside bubblewrap (its pid namespace keeps orphans below the root)."""
+        below = held.descendants(self.proc.pid) if self.isolation == "bwrap" else None
+        return below if below is not None else self.members()
+
     def wait(self, deadline: float, watch=None):
         return _wait(self.proc, deadline, watch)
+
+    def end(self):
+        """Past a limit: the caller kills the whole tree (kill)."""
 
     def stop(self) -> str:
         return _stop(self.proc, self.work, self.isolation)
@@ -240,7 +231,7 @@ class _ColdRun:
         return _signal_rc(self.proc.returncode, self.isolation)
 
 
-def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submission, assignment, isolation,
+def _outcome(rc, chan, out, err, stack, finished, watch, static, submission, assignment, isolation,
              device, lim, seconds, breach=(), allowed: frozenset | None = None) -> ChildOutcome:
     """What the run's channel, exit status and output say, with what only the parent sees.
 
@@ -270,11 +261,10 @@ def _outcome(rc, chan, out, err, stack, finished, resident, watch, static, submi
         return ChildOutcome(None, "crashed", chan.oversize_reason() + where, **common)
     if not chan.phases and not (chan.done and rc == 0):
         return _before_load(rc, finished, common, isolation, lim)
-    if finished == "disk":
-        return ChildOutcome(None, "crashed", watch.fired.reason() + where, **common)
-    if resident:
-        return ChildOutcome(None, "memory", f"held {watch.fired.peak_mb:.0f} MB resident, over the limit of "
-                            f"{lim.memory_mb} MB (resident-size limit for {device}){where}", **common)
+    if finished in ("disk", "memory"):         # a watch from outside, or the run's cgroup (enforce.py)
+        return ChildOutcome(None, "crashed" if finished == "disk" else "memory",
+                            (watch.fired.reason(device) if finished == "memory" else watch.fired.reason()) + where,
+                            **common)
     if not finished:
         return ChildOutcome(None, "timeout", f"did not finish within {lim.timeout_s:.0f} s{where}", **common)
     if rc == EXIT_MEMORY:

@@ -12,7 +12,8 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                inf_mask_nan, layers_shared, learning_rate_too_low, lm_component, lm_training, load_failures,
                make_batch_malformed, mask_after_softmax, missing_embedding_scale, missing_residual,
                missing_sqrt_dk, no_gradient_flow, no_warmup, optimizer_missing_parameters, pad_not_ignored,
-               padding_mask_inverted, padding_mask_missing, positional_encoding_formula,
+               padding_mask_inverted, padding_mask_missing, piece_absent, piece_not_implemented,
+               positional_encoding_formula,
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous)
 from . import (attention_dropout_in_eval, attention_dropout_misplaced, attention_mask_ignored, attention_mask_inverted,
@@ -39,6 +40,7 @@ RULES = (
     attention_mask_ignored, value_from_key, attention_scale_missing, attention_dropout_misplaced,
     positional_not_added, positional_in_place, positional_table_wrong, positional_dtype_cast, positional_dropout_lost,
     causal_mask_wrong, attention_mask_misapplied,
+    piece_absent, piece_not_implemented,   # a pack's assignment (any pack): pieces not there, not written yet
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
     check_not_measured,  # last: a required check that could not be measured
 )

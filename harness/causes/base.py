@@ -59,6 +59,7 @@ class Finding:
     explains: tuple = ()          # check ids whose failure this cause accounts for
     fix: str | None = None        # overrides the cause's fix when the finding knows better
     title: str | None = None      # overrides the title (the catch-all says what was observed)
+    component: str | None = None  # the component the diagnosis is about (lm's, a pack's binding)
 
 
 RANDOM_FORWARD_UNRELIABLE = ("causal-leak", "padding-invariance", "heads-permutation", "stateless-forward",

@@ -9,13 +9,14 @@ course's tolerances: harness/child/probes/lm/diag/course.py) and puts `data.cour
      does not call course-invisible);
   1. failures they cannot see (measured passing on the course's inputs, or a cause of the table), each with
      what it costs in practice;
-  2. components not implemented yet;
+  2. components not implemented yet, required checks that could not be measured;
   3. the environment: a module the grader's Python lacks, a feature of a newer Python;
   4. notes (severity info).
 
-Fold: a failing component whose traced failing run first diverges (or raises) on a line that an earlier
-failing component's own run executed is explained by that one ("also explains"), unless it has evidence of
-its own: a fingerprint of one of its own mutants, its adapter passing a value into another parameter's slot,
+Fold: a failing component whose outputs equal exactly the reference built on a known bug of a failing
+component it is built from (its fingerprint names that component's mutant), or whose traced failing run first
+diverges (or raises) on a line that an earlier failing component's own run executed, is explained by that one
+("also explains"), unless it has evidence of its own: a fingerprint of one of its own mutants, its adapter passing a value into another parameter's slot,
 or a decision (lm_decide) whose cause nothing it is built from can produce. Own evidence keeps its own
 diagnosis; the divergence alone never outweighs it.
 """
@@ -25,6 +26,9 @@ from ..lm_table import COMPONENTS, registry_name
 
 VISIBLE, INVISIBLE, UNFINISHED, ENVIRONMENT, NOTE = range(5)
 ENVIRONMENT_CAUSES = {"missing-module", "needs-newer-python"}
+# what is not done yet: a component not implemented, a required check that could not be measured (it names no
+# failure of the code, so it never ranks above one that was measured)
+UNFINISHED_CAUSES = {"not-implemented", "check-not-measured"}
 # The course's tests cannot see these (they run float32, arange positions and a handful of AdamW steps at
 # eps 1e-8): used where the child's replay on the course's inputs did not run (older payloads, a component
 # without a replay); what each costs in practice is said with the finding.
@@ -38,6 +42,13 @@ COURSE_INVISIBLE = {
     "rope-ignores-token-positions": "the course's tests pass positions 0..seq-1, which is what a RoPE that counts "
                                     "positions itself assumes; with other positions (a KV cache, packed or shifted "
                                     "sequences) the rotation is wrong",
+    # the course's tests load given weights and call each piece once; none trains the model. training-fails
+    # names a piece whose own check passes; a model whose forward fails its own check is measured instead (the
+    # lm's replay on the course's inputs)
+    "training-fails": "the course's tests load given weights and call each piece once, never training the model; "
+                      "trained, the loss does not follow the reference's",
+    "optimizer-missing-parameters": "the course's tests load given weights and call the model, never training it; "
+                                    "trained, the parameters model.parameters() misses never change",
 }
 COURSE_INPUTS = "batch 4, 4 heads, d_model 64, d_ff 128, float32"
 
@@ -66,7 +77,7 @@ def order(d: dict, ev=None) -> int:
         return NOTE
     if d.get("id") in ENVIRONMENT_CAUSES:
         return ENVIRONMENT
-    if d.get("id") == "not-implemented":
+    if d.get("id") in UNFINISHED_CAUSES:
         return UNFINISHED
     return VISIBLE if course_sees(ev, d) else INVISIBLE
 
@@ -132,17 +143,38 @@ def own_evidence(ev, comp: str) -> list[str]:
     return out
 
 
+def fingerprinted_below(ev, comp: str) -> str | None:
+    """The failing component whose known bug comp's outputs reproduce: comp's own fingerprint (validated by
+    lm_decide: a mutant of a component comp is built from) names one mutant of another component, and every
+    mutant it also matches is of that component. comp then computes exactly the reference built on that bug:
+    its failure is that component's diagnosis, measured rather than traced."""
+    m = ((ev.get(f"lm-{comp}") or {}).get("data") or {}).get("lmdiag_measured")
+    fp = m.get("fingerprint") if isinstance(m, dict) and m.get("component") == registry_name(comp) else None
+    if not isinstance(fp, dict) or not isinstance(fp.get("mutant_component"), str):
+        return None
+    from . import lm_decide
+    whose = {lm_decide.MUTANTS[x].component for x in [fp.get("mutant")] + list(fp.get("also") or ())
+             if isinstance(x, str) and x in lm_decide.MUTANTS}
+    if whose != {fp["mutant_component"]} or fp["mutant_component"] == registry_name(comp):
+        return None
+    below = next((o for o, _, _ in COMPONENTS if registry_name(o) == fp["mutant_component"]), None)
+    return below if below is not None and ORDER[below] < ORDER[comp] and broken(ev, below) else None
+
+
 def folded_into(ev, comp: str) -> str | None:
     """The failing component whose diagnosis explains comp's failure (None: comp is its own diagnosis).
     Only an earlier component in the build order, so that two failures on one shared line fold one way; never
-    a component with evidence of its own (own_evidence)."""
+    a component with evidence of its own (own_evidence). The measured route first (comp's outputs equal a
+    failing component's known bug: fingerprinted_below), then the traced one (its failure starts on a line that
+    component's own failing run executed)."""
     seen = {comp}
     target = None
     while True:
         if own_evidence(ev, comp):
             return target
-        nxt = next((o for o, _, _ in COMPONENTS if ORDER[o] < ORDER[comp] and broken(ev, o)
-                    and _started_in(ev, comp, o)), None)
+        nxt = fingerprinted_below(ev, comp) or next(
+            (o for o, _, _ in COMPONENTS if ORDER[o] < ORDER[comp] and broken(ev, o) and _started_in(ev, comp, o)),
+            None)
         if nxt is None or nxt in seen:
             return target
         seen.add(nxt)

@@ -6,13 +6,15 @@ component's diagnosis explains the training too (lm_component.py lists lm-traini
 Otherwise this rule names it: symptom (the curve leaves the reference's, a NaN, one batch not learnt) and
 mechanism (the isolation run) both measured. A model located whose forward pass uses tensors model.parameters()
 does not hold (lm-parameters fails) is optimizer_missing_parameters.py's, not this rule's. Without a located
-piece it is the measured failure only, below 0.5 and on no component.
+piece it is the measured failure only, below 0.5 and on no component. The course's own tests never train the
+model, so this finding ranks after what they see (lm_rank.COURSE_INVISIBLE).
 """
 from __future__ import annotations
 
 from ..assignments import LM as LM_ASSIGNMENT
 from ..lm_table import ADAPTER
 from .base import Cause, Finding, say
+from .lm_rank import COURSE_INVISIBLE
 
 LM = (LM_ASSIGNMENT.name,)
 CHECK = "lm-training"
@@ -55,7 +57,8 @@ class TrainingRule:
         culprits = [p for p in d.get("culprits") or [] if isinstance(p, str)]
         if comp and len(culprits) == 1:
             f = Finding(0.85, [f"{comp} ({ADAPTER[comp]}) passes its own check, but trained with it alone (the rest "
-                               f"the reference's) the loss leaves the reference's", say(c)], c.get("location"),
+                               f"the reference's) the loss leaves the reference's", say(c),
+                               "what it costs: " + COURSE_INVISIBLE[TRAINING.id]], c.get("location"),
                         explains=(CHECK,))
             f.component = comp
             return f

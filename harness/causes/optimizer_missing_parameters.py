@@ -40,6 +40,5 @@ def _lm(ev):
     c = ev.failed(LM_CHECK)
     if not c:
         return None
-    f = Finding(0.9, [say(c), LM_COST], c.get("location"), explains=(LM_CHECK, "lm-training"), fix=LM_FIX)
-    f.component = "lm"          # type: ignore[attr-defined]   # lm: the component the diagnosis is about
-    return f
+    return Finding(0.9, [say(c), LM_COST], c.get("location"), explains=(LM_CHECK, "lm-training"), fix=LM_FIX,
+                   component="lm")      # lm: the component the diagnosis is about

@@ -55,9 +55,7 @@ def rule(role: str, probes: tuple[str, ...], kinds: tuple[str, ...], explains: t
                 mech = (c.get("data") or {}).get("mechanism") or {}
                 lines = [say(c)] + (["mechanism: " + mech["text"]] if mech.get("text") else [])
                 ex = tuple(f"{comp}.{p}" for p in (probes + explains)) + (tuple(also(ev, comp)) if also else ())
-                found = Finding(confidence, lines, c.get("location"), explains=ex)
-                found.component = comp        # type: ignore[attr-defined]  # the course's class it is about
-                return found
+                return Finding(confidence, lines, c.get("location"), explains=ex, component=comp)
         return None
     return diagnose
 

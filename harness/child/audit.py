@@ -38,7 +38,7 @@ import os
 import struct as _struct
 import sys
 
-from ..identity import PACKAGES
+from ..identity import PACK_PACKAGES, PACKAGES
 
 MAX_RECORDS = 50        # distinct records in all (beyond it, only a new kind's first record is kept)
 MAX_PER_KIND = 12       # distinct records of one kind
@@ -339,9 +339,10 @@ def _short(x, n=160) -> str:
 
 
 def grader_roots() -> list[str]:
-    """The grader's own folders (the harness, the reference solution, the mutants): never the student's to read."""
+    """The grader's own folders (the harness, the reference solution, the mutants, the packs' packages): never the
+    student's to read."""
     roots = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-    for name in (p for p in PACKAGES if p != "harness"):      # harness is this folder's parent
+    for name in (p for p in PACKAGES + PACK_PACKAGES if p != "harness"):      # harness is this folder's parent
         mod = sys.modules.get(name)
         f = getattr(mod, "__file__", None)
         if isinstance(f, str):

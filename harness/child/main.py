@@ -244,13 +244,17 @@ def main(argv=None):
     from .. import reached
     reach = reached.Reach(lim.coverage)     # which functions each probe ran: a repair's re-check reads it
     raw = None
-    if not os.path.isdir(a.path):   # a folder is an `lm` repository
+    if not os.path.isdir(a.path):   # a folder is an `lm` repository or a pack's folder
         with open(a.path, "rb") as f:
             raw = f.read()
     sys.stdout = sys.stderr = captured
     seed_all(a.seed, "load")
+    pack = assignments.pack_of(a.assignment) if raw is None else None
     try:
-        if lm_loader.wants(raw, a.assignment):
+        if pack is not None:
+            from . import pack_loader
+            source, module = pack_loader.load(a.path, a.shown(), pack, lim.load_timeout_s)
+        elif lm_loader.wants(raw, a.assignment):
             source, module = lm_loader.load(a.path, a.shown(), raw, lim.load_timeout_s)
         else:
             source = loader.read_source(a.shown(), raw)
@@ -346,7 +350,7 @@ def main(argv=None):
         guard.check(probe.id)
         return checks
 
-    todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes)
+    todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes, module)
     gate = child_side.parse_gate(lim.gate)      # a repair's re-check: stop once a check it needs fails
     # what runs in a 2nd process (shared: a re-check's queue both draw from, this one once its own are done)
     beside, shared = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)

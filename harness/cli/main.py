@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ..assignments import CHOICES, REPOSITORY, for_folder
+from ..assignments import BROKEN, CHOICES, FOLDER, for_folder
 from ..api import check_file, exit_code, write_json_atomic
 from ..limits import limit_options
 from ..runner import Limits
@@ -21,7 +21,8 @@ class _LazyGroup(click.Group):
     """Subcommands in their own modules, imported only when named (or listed by --help): `check` does not
     pay ~0.1 s for importing the grader, the self-test and the mutant tools."""
     LAZY = {"mutants": ("harness.cli.mutants", "mutants_group"), "selftest": ("harness.selftest", "selftest"),
-            "grade": ("harness.grading.cli", "grade"), "gradescope": ("harness.grading.cli", "gradescope")}
+            "grade": ("harness.grading.cli", "grade"), "gradescope": ("harness.grading.cli", "gradescope"),
+            "assignment": ("harness.cli.packs", "assignment")}
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | {n for n in self.LAZY if self.get_command(ctx, n)})
@@ -51,7 +52,7 @@ def _default_report(sub: Path, ext: str) -> Path:
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--assignment", type=click.Choice(list(CHOICES)), default="auto",
               show_default=True, help="Which lesson the file implements (detected from its names by default; "
-                                      "a folder is an `lm` repository).")
+                                      "a folder is an `lm` repository or a pack's assignment folder).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result as JSON here (default: reports/<name>.json); `-`: to stdout, and the "
                    "summary to stderr.")
@@ -180,12 +181,14 @@ def _usable(file: Path, assignment: str) -> str:
     """The assignment to check FILE as; a usage error for what cannot be checked."""
     if not file.exists():
         raise click.UsageError(f"no such file: {file}")
+    for problem in BROKEN:         # an installed pack that cannot be used: said, never in the way of a check
+        click.echo(f"mtxdiag: {problem}", err=True)
     if file.is_dir():
-        as_repo = for_folder(assignment)
-        if as_repo is None:
-            raise click.UsageError(f"{file} is a folder: only the `{'`, `'.join(REPOSITORY)}` assignment is checked "
-                                   f"from a repository")
-        return as_repo
+        as_folder = for_folder(assignment, file)
+        if as_folder is None:
+            raise click.UsageError(f"{file} is a folder: only `{'`, `'.join(FOLDER)}` are checked from a folder "
+                                   f"(a repository or a pack's assignment folder)")
+        return as_folder
     if file.suffix not in (".py", ".ipynb"):
         raise click.UsageError(f"{file} is neither a .py file nor a .ipynb notebook")
     return assignment

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..readable import cut
 from .. import __version__
-from ..assignments import REPOSITORY, for_folder
+from ..assignments import AUTO, REPOSITORY, detect_pack, for_folder, pack_of
 from ..limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 
 SUFFIXES = (".py", ".ipynb")
@@ -77,7 +77,8 @@ class Submission:
     data: bytes | None = field(default=None, repr=False)
     sha256: str | None = None
     key: str | None = None
-    repo: bool = False           # path is an `lm` repository's root (it holds tests/adapters.py)
+    repo: bool = False           # path is an `lm` repository's root (it holds tests/adapters.py) or a pack's folder
+    pack: str = ""               # the pack whose assignment folder path is (assignments.detect_pack)
     files: dict | None = field(default=None, repr=False)   # a repository's files: relative path -> bytes
     left_out: list = field(default_factory=list)           # what the bounded search or copy did not read
 
@@ -110,6 +111,9 @@ def _in_folder(folder: Path, student: str, shown: str) -> Submission:
     if len(repos) > 1:
         return Submission(student, None, f"{shown} holds {len(repos)} repositories with tests/adapters.py "
                                          f"({_listing(repos, folder)}); it must hold one")
+    pack = detect_pack(folder)
+    if pack:                    # a pack's assignment folder (its files, in one of its layouts)
+        return Submission(student, folder, repo=True, pack=pack, left_out=list(left))
     if len(files) == 1:
         return Submission(student, files[0], left_out=list(left))
     if not files:
@@ -223,6 +227,8 @@ def _read_repo(sub: Submission, path: Path, opts: Options) -> None:
     """A repository's files, as a check copies them (repo_copy.select: the adapters and what they import
     first), keyed by their paths and bytes."""
     from ..isolation.repo_copy import ENTRY, select
+    if sub.pack:
+        return _read_pack(sub, path, opts)
     if for_folder(opts.assignment) is None:
         sub.problem = (f"{path.name}/ is a repository (tests/adapters.py): only assignment {', '.join(REPOSITORY)} "
                        f"is graded from a repository, and this run grades {opts.assignment}")
@@ -240,6 +246,34 @@ def _read_repo(sub: Submission, path: Path, opts: Options) -> None:
     total = sum(len(b) for b in files.values())
     if total > MAX_REPO_BYTES:
         sub.problem = f"the repository's Python files are {total / 2**20:.0f} MB; the limit is {MAX_REPO_BYTES // 2**20} MB"
+        return
+    sub.files = files
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(json.dumps([rel, _sha256(files[rel])]).encode())
+    sub.sha256 = h.hexdigest()
+    sub.key = cache_key(sub.sha256, opts)
+
+
+def _read_pack(sub: Submission, path: Path, opts: Options) -> None:
+    """A pack's assignment folder: its files in the pack's layout (pack_copy.chosen), keyed by paths and bytes."""
+    from ..isolation.pack_copy import chosen
+    if opts.assignment not in (AUTO, sub.pack):
+        files, _, _ = _search(path)
+        if len(files) == 1:         # one file that a pack's flat layout also fits: graded as the run asks
+            sub.repo, sub.pack, sub.path = False, "", files[0]
+            return _read(sub, opts)
+        sub.problem = f"{path.name}/ is an assignment folder of {sub.pack}, and this run grades {opts.assignment}"
+        return
+    pack = pack_of(sub.pack)
+    try:
+        files = {rel.as_posix(): p.read_bytes() for p, rel in chosen(pack, path, sub.left_out)} if pack else {}
+    except OSError as e:
+        sub.problem, sub.fault = f"cannot read {path}: {e.strerror or e}", "grader"
+        return
+    total = sum(len(b) for b in files.values())
+    if total > MAX_REPO_BYTES:
+        sub.problem = f"the folder's Python files are {total / 2**20:.0f} MB; the limit is {MAX_REPO_BYTES // 2**20} MB"
         return
     sub.files = files
     h = hashlib.sha256()

@@ -16,7 +16,7 @@ from .. import __version__
 from . import rubric as rubric_mod
 from . import visibility as vis
 from ..api import write_json_atomic
-from ..assignments import assignment_of
+from ..assignments import assignment_of, pack_of
 from .discovery import GradeError, Options, _read, submission_in
 from .results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
@@ -62,8 +62,11 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
     if assignment_of(result.get("assignment")).per_component and result.get("verdict") != "error" and \
             grade.get("components"):
         from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
+        from . import rubric_pack
+        pack = pack_of(result.get("assignment"))
         return {"score": score, "output": f"mtxdiag: {result.get('verdict')}",
-                "tests": gradescope_tests(result, grade, visibility=visibility, table=table),
+                "tests": rubric_pack.gradescope_tests(result, grade, pack, visibility=visibility, table=table)
+                if pack is not None else gradescope_tests(result, grade, visibility=visibility, table=table),
                 "stdout_visibility": stdout_visibility,
                 "extra_data": {"verdict": result.get("verdict"), "max_score": max_score, "fault": fault_of(result),
                                "causes": [d.get("id") for d in result.get("diagnoses", [])],

@@ -26,6 +26,8 @@ from ..assignments import NAMES, assignment_of
 from . import gradescope_extras as extras
 from . import toml_write
 from .gradescope_extras import FILES_DIR
+from .gradescope_pack import FOLDER as PACK_FOLDER
+from .gradescope_pack import PackShipError, project
 from .toml_write import tomllib
 
 TORCH_FALLBACK = "2.13.0"
@@ -46,14 +48,18 @@ def torch_pin() -> str:
         return TORCH_FALLBACK
 
 
-def setup_sh(assignment: str, pin: str, requirements: bool = False) -> str:
+def setup_sh(assignment: str, pin: str, requirements: bool = False, pack: bool = False) -> str:
     """Gradescope's setup.sh. Its paths are parameters with Gradescope's as defaults: AUTOGRADER_ROOT
     (/autograder), MTXDIAG_VENV (/opt/mtxdiag-venv), MTXDIAG_PYTHON (python3). MTXDIAG_SETUP_LOCAL=1 is the local
     stand-in's (`mtxdiag gradescope run`): no apt-get, a venv that sees the interpreter's packages (torch is not
     downloaded again), the project built with the setuptools already there. `requirements`: the zip's
-    requirements.txt is installed last, with constraints.txt holding torch at the pin."""
+    requirements.txt is installed last, with constraints.txt holding torch at the pin. `pack`: the zip's pack/
+    (an installed pack's own distribution, gradescope_pack.py) is installed after mtxdiag."""
     q = shlex.quote
     extras = " ".join(q(p) for p in allowed.allowed(assignment))
+    packed = f"""# the {assignment} pack's own distribution (the instructor's, as installed where the zip was built)
+"${{PIP[@]}}" install ${{BUILD[@]+"${{BUILD[@]}}"}} --no-deps "$ROOT/source/{PACK_FOLDER}"
+""" if pack else ""
     own = """# the instructor's requirements (gradescope build --requirements); constraints.txt holds torch at its pin
 "${PIP[@]}" install -r "$ROOT/source/requirements.txt" -c "$ROOT/source/constraints.txt"
 """ if requirements else ""
@@ -85,7 +91,7 @@ fi
 # torch's CPU build from PyTorch's CPU index: the default Linux wheel pulls several GB of CUDA libraries
 "${{PIP[@]}}" install {q('torch==' + pin)} --index-url {q(CPU_INDEX)}
 "${{PIP[@]}}" install ${{BUILD[@]+"${{BUILD[@]}}"}} "$ROOT/source/mtxdiag"
-# what the {assignment} assignment allows students to import (harness/allowed.py)
+{packed}# what the {assignment} assignment allows students to import (harness/allowed.py)
 "${{PIP[@]}}" install {extras}
 {own}"""
 
@@ -240,7 +246,8 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
     try:
         shipped = extras.files(files) if files else []
         reqs = extras.requirements(Path(requirements)) if requirements else None
-    except extras.ExtrasError as e:
+        packed = project(assignment)            # an installed pack's own distribution (gradescope_pack.py)
+    except (extras.ExtrasError, PackShipError) as e:
         raise BuildError(str(e)) from None
     if out.resolve() in {p.resolve() for p, _ in shipped}:
         raise BuildError(f"--files {out}: the zip being written cannot ship itself")
@@ -251,7 +258,7 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
     root = Path(__file__).resolve().parents[2]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        _add(z, "setup.sh", setup_sh(assignment, torch_pin(), reqs is not None).encode(), 0o755)
+        _add(z, "setup.sh", setup_sh(assignment, torch_pin(), reqs is not None, bool(packed)).encode(), 0o755)
         _add(z, "run_autograder", run_autograder(assignment, timeout, memory, quick, files=bool(shipped),
                                                  points=rub.total if points else None).encode(), 0o755)
         _add(z, "rubric.toml", rub_text.encode("utf-8"))
@@ -260,6 +267,8 @@ def build(assignment: str, out: Path, *, rubric_path: Path | None = None, timeou
             _add(z, "constraints.txt", f"torch=={torch_pin()}\n".encode())
         for path, name in shipped:
             _add(z, name, path.read_bytes())
+        for name, data in packed.items():
+            _add(z, name, data)
         _add(z, "mtxdiag/pyproject.toml", _pyproject(root))
         readme = root / "README.md"
         _add(z, "mtxdiag/README.md", readme.read_bytes() if readme.is_file() else b"mtxdiag\n")

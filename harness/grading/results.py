@@ -113,7 +113,7 @@ def _job(sub: Submission, opts: Options) -> dict:
     job = {"student": sub.student, "filename": _file(sub).name, "data": sub.data, "display": display_path(sub),
            **opts.result_options(), "limits": opts.limits()}
     if sub.repo:
-        job.update(files=sub.files, assignment=for_folder(AUTO))     # the repository assignment
+        job.update(files=sub.files, assignment=sub.pack or for_folder(AUTO))     # its pack's, or the repository one
     if opts.support:
         job["support"] = opts.support
     return job

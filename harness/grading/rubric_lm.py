@@ -191,6 +191,9 @@ def _markdown(row: dict, comp: dict) -> str:
     return "\n".join(lines)
 
 
+markdown = _markdown     # a component's test output, for the packs' per-component tests too (rubric_pack.py)
+
+
 def gradescope_tests(result: dict, grade: dict, visibility: str = "visible", table: dict | None = None) -> list[dict]:
     """One Gradescope test per component (its credit and its diagnosis, markdown), then one per deduction on no
     component (tampering, a load failure); each with the visibility the rubric's [visibility] `table` gives it

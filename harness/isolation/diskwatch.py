@@ -4,7 +4,10 @@ RLIMIT_FSIZE caps each file a run writes (Limits.file_mb); nothing in the kernel
 privileges (a quota, a size-capped mount of the host folder). The parent samples the folder's real usage
 (allocated blocks, so a sparse file costs what it holds) every PERIOD_S and ends the run once it passes
 limits.RUN_FOLDER_MB: many files just under the per-file cap cannot fill the grading machine's disk. A run
-that makes more entries than the walk reads is over as well (inodes are disk too)."""
+that makes more entries than the walk reads is over as well (inodes are disk too). The folder is the run's own,
+or for a warm worker's run the worker's whole folder (a run can write beside its own there). Files a run's
+processes hold open after unlinking them take disk no walk finds: `held` (a held.Sampler of the run's processes)
+adds them."""
 from __future__ import annotations
 
 import os
@@ -45,9 +48,10 @@ class DiskWatch:
     kind = "disk"
 
     def __init__(self, folder, limit_mb: float = RUN_FOLDER_MB, period_s: float = PERIOD_S,
-                 max_entries: int = MAX_ENTRIES):
+                 max_entries: int = MAX_ENTRIES, held=None):
         self.folder, self.limit_mb, self.period_s, self.max_entries = str(folder), limit_mb, period_s, max_entries
-        self.peak_mb, self.entries, self._next = 0.0, 0, 0.0
+        self.held = held
+        self.peak_mb, self.entries, self._next, self.unlinked_mb = 0.0, 0, 0.0, 0.0
 
     def over(self) -> float | None:
         now = time.monotonic()
@@ -55,14 +59,19 @@ class DiskWatch:
             return None
         self._next = now + self.period_s
         used, self.entries = usage(self.folder, self.max_entries)
-        mb = used / 2 ** 20
-        self.peak_mb = max(self.peak_mb, mb)
+        unlinked = self.held.sample().disk if self.held is not None else 0
+        mb = (used + unlinked) / 2 ** 20
+        if mb > self.peak_mb:
+            self.peak_mb, self.unlinked_mb = mb, unlinked / 2 ** 20
         return mb if mb > self.limit_mb or self.entries >= self.max_entries else None
 
     def reason(self) -> str:
         if self.entries >= self.max_entries:
             return f"made more than {self.max_entries:,} files and folders in its run folder"
-        return f"wrote {self.peak_mb:.0f} MB into its run folder, over the limit of {self.limit_mb:.0f} MB"
+        held = f" ({self.unlinked_mb:.0f} MB of it in files it unlinked while holding them open)" \
+            if self.unlinked_mb >= 1 else ""
+        return (f"wrote {self.peak_mb:.0f} MB into its run folder{held}, over the limit of {self.limit_mb:.0f} MB "
+                f"of disk a run may take (measured from outside the run)")
 
 
 class Watches:
@@ -71,6 +80,11 @@ class Watches:
     def __init__(self, *watches):
         self.watches = [w for w in watches if w is not None]
         self.kind, self.fired = None, None
+
+    def fire(self, watch) -> str:
+        """Record `watch` as the one that fired (an end the run's cgroup saw: cgroup.py); returns its kind."""
+        self.kind, self.fired = watch.kind, watch
+        return watch.kind
 
     def over(self) -> float | None:
         for w in self.watches:

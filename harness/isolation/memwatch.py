@@ -1,4 +1,4 @@
-"""Which memory limit a run gets, and the resident-size watchdog used where an address-space limit cannot work.
+"""Which memory limit a run gets, and the watchdog that measures a run's memory from outside where no cgroup does.
 
 On the CPU the child gets RLIMIT_AS: cheap, enforced by the kernel, and an over-limit allocation fails as a
 MemoryError the child reports itself. A CUDA context reserves far more *virtual* address space than it uses
@@ -7,10 +7,15 @@ MemoryError the child reports itself. A CUDA context reserves far more *virtual*
 hold resident (VmRSS from /proc, summed over every process of the run) and kills the run when the sum passes
 the limit. Resident size is what a shared grading machine actually runs out of. GPU memory itself is not
 counted here: the driver does not charge it to the process's resident set.
+
+On the CPU too, where no cgroup (cgroup.py) charges a run's memory, the watchdog counts what RLIMIT_AS does not:
+memory held as files (memfd, /dev/shm, the run's private tmpfs; held.py) on top of private memory.
 """
 from __future__ import annotations
 
 import time
+
+from .held import Sampler
 
 PERIOD_S = 0.25      # how often the watchdog samples; an allocation faster than this can overshoot by that much
 
@@ -35,16 +40,20 @@ def resident_kb(pid: int) -> int:
 
 
 class Watchdog:
-    """Samples the run's resident memory at most every PERIOD_S; `over()` is the measured MB once past the limit.
+    """Samples what the run's processes hold at most every PERIOD_S; `over()` is the measured MB once past the limit.
 
     `pids` returns the live processes of the run (sandbox.members), so a child that forks its way around the
-    limit is still counted whole."""
+    limit is still counted whole. What is counted (held.py): private memory, plus memory held as files - memfd,
+    shared memory, the run's private tmpfs - which no address-space limit sees; `resident` (CUDA, where no
+    address-space limit is set) adds mapped file pages, as VmRSS does. `sampler`: a held.Sampler shared with the
+    disk watch (one reading of /proc per period for both)."""
 
     kind = "memory"
 
-    def __init__(self, limit_mb: int, pids, period_s: float = PERIOD_S):
-        self.limit_mb, self.pids, self.period_s = limit_mb, pids, period_s
-        self.peak_mb = 0.0
+    def __init__(self, limit_mb: int, pids, period_s: float = PERIOD_S, resident: bool = True, sampler=None):
+        self.limit_mb, self.resident = limit_mb, resident
+        self.sampler = sampler or Sampler(pids, 0)
+        self.period_s, self.peak_mb, self.files_mb = period_s, 0.0, 0.0
         self._next = 0.0
 
     def over(self) -> float | None:
@@ -52,13 +61,24 @@ class Watchdog:
         if now < self._next:
             return None
         self._next = now + self.period_s
-        mb = sum(resident_kb(p) for p in self.pids()) / 1024
-        self.peak_mb = max(self.peak_mb, mb)
+        h = self.sampler.sample()
+        mb = h.memory_mb(self.resident)
+        if mb > self.peak_mb:
+            self.peak_mb, self.files_mb = mb, h.files_mb()
         return mb if mb > self.limit_mb else None
 
+    def reason(self, device: str = "cpu") -> str:
+        if self.resident:
+            return (f"held {self.peak_mb:.0f} MB resident, over the limit of {self.limit_mb} MB (resident-size "
+                    f"limit for {device})")
+        return (f"held {self.peak_mb:.0f} MB of memory ({self.files_mb:.0f} MB of it as memfd, shared-memory or "
+                f"tmpfs files, which the address-space limit does not count), over the memory limit of "
+                f"{self.limit_mb} MB (measured from outside the run)")
 
-def watchdog_for(device: str, memory_mb: int, pids) -> Watchdog | None:
-    """The watchdog a run needs: one exactly where the address-space limit is not set."""
-    if not memory_mb or address_space_limit(device, memory_mb) is not None:
+
+def watchdog_for(device: str, memory_mb: int, pids, sampler=None) -> Watchdog | None:
+    """The watchdog a run needs where no cgroup enforces its memory: resident size where the address-space limit
+    is not set (CUDA), else private memory plus what it holds as files (which RLIMIT_AS does not count)."""
+    if not memory_mb:
         return None
-    return Watchdog(memory_mb, pids)
+    return Watchdog(memory_mb, pids, resident=address_space_limit(device, memory_mb) is None, sampler=sampler)

@@ -14,7 +14,7 @@ from ..protocol import MSG_INTEGRITY, MSG_PHASE, MSG_RESULT
 
 MAX_RESULT_BYTES = int(RESULT_MB * 1_000_000)      # read from the result channel; past it, the student's error
 
-_PHASE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_PHASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")   # probe ids; a pack's are "Component.probe"
 
 
 class Drain(threading.Thread):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import signal
@@ -87,3 +88,23 @@ def apply_rlimits(v: dict) -> None:
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         n = v["nproc"] if hard == resource.RLIM_INFINITY else min(v["nproc"], hard)
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+
+def nproc_limit(lim) -> int | None:
+    """RLIMIT_NPROC counts every task of the real user: allow what runs now plus the child's share.
+
+    Root ignores it (and a user namespace does not change that), so nothing is set for root."""
+    if not lim.processes or os.geteuid() == 0:
+        return None
+    uid, n = os.getuid(), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as f:
+                    st = f.read()
+                if re.search(rf"^Uid:\s+{uid}\s", st, re.M):
+                    m = re.search(r"^Threads:\s+(\d+)", st, re.M)
+                    n += int(m.group(1)) if m else 1
+            except OSError:
+                continue
+    return n + lim.processes

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from ..readable import cut
-from . import confine, sandbox, scratch
+from . import confine, held, sandbox, scratch
 from ..protocol import CTL_EXIT, CTL_POISONED, CTL_READY, CTL_STARTED, RESULT_FD, wire_argv
 
 START_TIMEOUT_S = 120.0
@@ -262,6 +262,37 @@ class Run:
         rc = proc.poll() if proc is not None else None
         self.returncode = rc if rc is not None and rc < 0 else -signal.SIGKILL
         return True
+
+    def members(self) -> set[int]:
+        """The run's live processes as this side sees them: all of the worker's but its own (one run at a time),
+        so a process that left the fork's session and tree is still the run's."""
+        proc = self.worker.proc
+        if proc is None:
+            return set()
+        return sandbox.members(proc.pid, self.worker.token, proc.pid) - self.worker.base
+
+    def watched(self) -> set[int]:
+        """members(), cheaper: what the worker (the subreaper of everything the run starts) has below it."""
+        proc = self.worker.proc
+        below = held.descendants(proc.pid) if proc is not None else set()
+        return below - self.worker.base if below is not None else self.members()
+
+    def end(self, wait_s: float = 10.0) -> None:
+        """Past a limit the parent measured: the run's processes killed, and the worker's report of the exit
+        awaited, so that the worker (cleaned up and checked as after any run) takes the next submission."""
+        for _ in range(5):
+            left = self.members()
+            if not left:
+                break
+            for sig in (signal.SIGSTOP, signal.SIGKILL):      # stopped first: none can fork any more
+                for pid in left:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+            time.sleep(0.05)
+        if not self.done:
+            self.wait(time.monotonic() + wait_s)
 
     def stop(self) -> str:
         """Ask the fork for its Python stack (the caller then retires the worker)."""

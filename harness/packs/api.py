@@ -10,13 +10,52 @@ The engine's generic probes read its `bindings` (each a piece of the student's c
 the shapes and conventions the course uses: TransformerLens-style, the mapping is data); what no generic role
 covers comes as the pack's own probes, causes and mutants, named by dotted paths so that the grading process
 never imports the child side's modules (nor torch) to read a pack.
+
+`Assignment` (what the harness reads of every assignment, built in or packed) is declared here, at the bottom of
+the house: harness/assignments.py imports it and the discovered packs, so a pack module imports only this
+module (`from harness.packs.api import Assignment, Binding, Edition, Mask, Pack`), never harness.assignments.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..assignments import Assignment
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    title: str                      # one line: what the student builds (a mutant's exported docstring)
+    handed_in: str                  # what a submission is (the Gradescope autograder's README)
+    required: tuple[str, ...]       # the contract: names a submission must define (its `contract` check)
+    optional: tuple[str, ...] = ()  # names whose checks are skipped when absent
+    packages: tuple[str, ...] = ()  # third-party imports it allows besides torch (harness/allowed.py)
+    reference: str = ""             # its reference model, under reference_model/
+    # A student repository (harness/assignments.py REPOSITORY_MARKER) or one file of its adapters; loaded by
+    # harness/child/lm_loader.py. A folder is checked and graded as such an assignment or as a pack's.
+    is_repository: bool = False
+    # graded, ordered and reported per component (harness/lm_table.py): the rubric's table `rubric_table`,
+    # one Gradescope test per component, the report's component checklist
+    per_component: bool = False
+    rubric_table: str | None = None
+    # its full check trains the student's model briefly; the report draws the reference's curves beside it
+    trains: bool = False
+    # the model is called as model(src, tgt_in) and must return (batch, target length, vocabulary) logits
+    seq2seq: bool = False
+    # grader modules are hidden from sys.modules while its student code runs (harness/child/hide.py)
+    hides_grader: bool = True
+    # the probes (their ids: harness/checks.py DECLARED) a full check must measure for its verdict to be whole:
+    # one of theirs skipped because it could not be measured (not because the part is absent or not implemented)
+    # is listed in the summary and keeps the verdict from `clean` (checks.not_measured, causes/check_not_measured)
+    must_measure: tuple[str, ...] = ()
+    # set by discovery (harness/packs/discover.py), never by a pack's author: "module:NAME" of the Pack this
+    # assignment comes from; empty for the assignments built into the harness by hand
+    pack: str = ""
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Names whose definition in a single file makes it this assignment (`detect`)."""
+        return self.required
+
 
 # the generic probe roles a binding may take (harness/child/probes/roles/)
 ROLES = ("attention", "positional", "layer", "model", "sampler", "training-step")
@@ -103,3 +142,10 @@ class Pack:
 
     def binding(self, component: str) -> Binding | None:
         return next((b for b in self.bindings if b.component == component), None)
+
+    def bindings_for(self, edition: str | None) -> tuple[Binding, ...]:
+        """The bindings that exist in `edition` (a binding without editions exists in every one; None: all)."""
+        return tuple(b for b in self.bindings if not b.editions or edition is None or edition in b.editions)
+
+    def edition(self, name: str | None) -> Edition | None:
+        return next((e for e in self.editions if e.name == name), None)

@@ -89,12 +89,12 @@ def launch(spec: CheckSpec, acquire=None) -> Early | None:
         return None
     if worker is None:
         return None
-    from ..runner import _nproc_limit
+    from ..isolation.scratch import nproc_limit
     work = worker.new_run_dir()
     launched = replace(spec, limits=replace(lim, **{k: "" for k in LATE})).for_child(str(work / SUBMISSION),
                                                                                     isolation)
     try:
-        handles = warm.launch_run(worker, launched.to_argv(), work, None, rlimits(lim, _nproc_limit(lim)))
+        handles = warm.launch_run(worker, launched.to_argv(), work, None, rlimits(lim, nproc_limit(lim)))
     except Exception:        # noqa: BLE001 - it could not take the run (retired): the re-check starts as usual
         worker.retire()
         return None

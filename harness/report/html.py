@@ -31,7 +31,7 @@ from .intro import INTRO
 from . import lm_sections
 from . import sections as S
 from .lm_checklist import html_rows
-from .terminal import cell_name, notebook, source_lines, where
+from .terminal import cell_name, limits_text, notebook, source_lines, where
 from .text import fmt_num, fmt_value, measured_lines  # noqa: F401 (fmt_value: the template filter; all: the API)
 from .text import as_dict
 from .text import trunc as _str
@@ -310,6 +310,8 @@ def context(result: object, source_path=None, timings: dict | None = None) -> di
         "checks": check_rows(result, source_path), "stdout": _long_text(result.get("stdout")),
         "stderr": _long_text(result.get("stderr")), "skipped": skipped_rows(result, source_path),
         "section_titles": SECTION_TITLES, "components": html_rows(result, _str),
+        "limits": limits_text(result["limits"]) if isinstance(result.get("limits"), dict) and
+        result["limits"].get("enforced_by") else "",
     }
 
 

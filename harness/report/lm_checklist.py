@@ -1,7 +1,7 @@
 """The `lm` report's component checklist, in the assignment's build order (terminal and HTML share it)."""
 from __future__ import annotations
 
-from ..assignments import assignment_of
+from ..assignments import assignment_of, pack_of
 from ..readable import cut
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
@@ -10,8 +10,18 @@ from .text import as_dict
 MARK = {"pass": "✓", "fail": "✗", "error": "✗", "not implemented": "–", "not defined": "–", "not run": "·"}
 
 
+STATE = {"pass": "pass", "fail": "fail", "not-implemented": "not implemented", "absent": "not defined",
+         "not-checked": "not run"}       # a pack's component statuses (packs/components.py) as the checklist says them
+
+
 def rows(result: dict) -> list[dict]:
-    """[{component, adapter, state, note, diagnosis}] for every component, in build order."""
+    """[{component, adapter, state, note, diagnosis}] for every component, in build order (a pack's: its
+    bindings in the pack's order, the adapter being the binding's target)."""
+    pack = pack_of(result.get("assignment"))
+    if pack is not None:
+        from ..packs.components import rows as pack_rows
+        return [{"component": comp, "adapter": r["target"], "state": STATE[r["status"]], "note": r["note"],
+                 "diagnosis": r["cause"], "detail": r["note"]} for comp, r in pack_rows(result, pack).items()]
     checks = {c.get("id"): c for c in result.get("checks") or [] if isinstance(c, dict)}
     diag: dict[str, str | None] = {}
     for d in result.get("diagnoses") or []:

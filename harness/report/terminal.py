@@ -395,6 +395,9 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
                  for s in STATUS_ORDER if s in counts]
         parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUS_ORDER]
         lines.append("  checks   " + " · ".join(parts))
+    lim = result.get("limits")
+    if isinstance(lim, dict) and lim.get("enforced_by"):      # which mechanism limited the run (isolation/enforce.py)
+        lines.append("  " + st("limits   ", dim=True) + _short(limits_text(lim), width - 11))
     if html_path:
         lines.append("  report   " + st(clean(html_path), bold=True))
     if json_path:
@@ -403,6 +406,15 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
     if not _utf8(sys.stdout):   # e.g. a C-locale CI log: keep the summary printable
         text = text.translate(ASCII_FALLBACK)
     return text
+
+
+def limits_text(lim: dict) -> str:
+    """One line: what limited the run and at what (the result's `limits`)."""
+    how = str(lim.get("enforced_by"))
+    by = {"cgroup-v2": "a cgroup v2 of its own", "rlimits": "rlimits, measured from outside"}.get(how, clean(how))
+    parts = [f"{lim[k]} {unit}" for k, unit in (("memory_mb", "MB memory"), ("disk_mb", "MB disk"),
+                                                 ("pids", "tasks"), ("cpus", "CPUs")) if isinstance(lim.get(k), int)]
+    return f"enforced by {by}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 ASCII_FALLBACK = str.maketrans({"…": "...", "│": "|", "·": "-", "—": "-"})

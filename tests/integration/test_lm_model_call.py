@@ -5,6 +5,8 @@ submissions/lm_example with one change each:
   blocks kept in a plain list                                 optimizer-missing-parameters, at the list's line
   a model called on the transposed input                      the training cannot be set up: check-not-measured,
                                                               never CLEAN
+  a forward computed from copies of its weights               not trained (the copies would never change), said
+                                                              why: check-not-measured, never training-fails
 
 and in-process, the recorded call keeps every argument the adapter gave (a RoPE module, keywords)."""
 from __future__ import annotations
@@ -98,6 +100,32 @@ def test_a_training_that_cannot_be_set_up_is_never_clean(tmp_path):
     text = summary(r, color=False, width=None)
     assert "not measured lm-training: not trained: run_transformer_lm's model could not be found" in text
     assert "No problems found" not in text
+
+
+FUNCTIONAL_LM = (
+    "    x = weights[\"token_embeddings.weight\"][in_indices]          # computed from the weights themselves\n"
+    "    for i in range(num_layers):\n"
+    "        p = f\"layers.{i}.\"\n"
+    "        block = TransformerBlock(d_model, num_heads, d_ff, context_length, rope_theta)\n"
+    "        block.load_state_dict({k[len(p):]: v for k, v in weights.items() if k.startswith(p)})   # copies\n"
+    "        x = block(x)\n"
+    "    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weights[\"ln_final.weight\"]\n"
+    "    return x @ weights[\"lm_head.weight\"].T")
+
+
+def test_a_model_computed_from_copies_of_its_weights_is_not_trained_and_never_accused(tmp_path):
+    # a correct forward that copies the blocks' weights into modules it builds (load_state_dict: out of the
+    # gradient's reach) and computes the rest from the weights it is given: trained through it the blocks would
+    # never change, so the curve would leave the reference's for that alone. Not measured, said why; never
+    # training-fails at 0.85 on correct code
+    path = repo(tmp_path, {}, {"    lm = TransformerLM(vocab_size, context_length, d_model, num_layers, num_heads, "
+                               "d_ff, rope_theta)\n" + LM_CALL: FUNCTIONAL_LM})
+    r = check_file(path, assignment="lm")
+    c = checks_of(r)
+    assert c["lm-lm"]["status"] == "pass"
+    assert c["lm-training"]["status"] == "skip", c["lm-training"]["detail"]
+    assert "copies of 18 of the 21 weights it is given (layers.0.ln1.weight" in c["lm-training"]["detail"]
+    assert [d["id"] for d in r["diagnoses"]] == ["check-not-measured"] and r["diagnoses"][0]["confidence"] < 0.5
 
 
 class Rope(torch.nn.Module):

@@ -37,3 +37,24 @@ def test_a_run_over_the_resident_limit_ends_as_memory_limit(tmp_path, monkeypatc
     assert r["verdict"] == "error" and causes == ["memory-limit"], (causes, r.get("error"))
     assert "resident" in r["error"]["reason"] and "1500 MB" in r["error"]["reason"], r["error"]
     assert time.monotonic() - t0 < 60
+
+
+def test_descendants_read_from_the_tree_are_the_members_below_it():
+    """What the watches sample every period (held.descendants: the tree's own children files) is what the whole
+    process table says is below the root (sandbox.members), grandchildren included."""
+    import subprocess
+    import sys
+    from harness.isolation import held, sandbox
+    p = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen(['sleep', '30']); "
+                          "subprocess.Popen(['sh', '-c', 'sleep 30 & wait']); time.sleep(30)"])
+    try:
+        for _ in range(100):
+            below = held.descendants(p.pid)
+            if below is not None and len(below) >= 4:
+                break
+            time.sleep(0.05)
+        assert below is not None and len(below) == 4, below            # python, its sleep, sh, sh's sleep
+        assert below == sandbox.members(p.pid), (below, sandbox.members(p.pid))
+    finally:
+        sandbox.kill_tree(p.pid, None, None)
+        p.wait()

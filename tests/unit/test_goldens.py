@@ -75,6 +75,19 @@ def test_each_mutant_golden_names_its_cause(path):
         assert ids[:1] == [g["expected_cause"]], f"{g['case']}: {ids}"
 
 
+def test_no_mutant_golden_keeps_a_second_diagnosis_at_half_or_more():
+    """The self-test's bar on the recorded payloads (selftest's second_strong): a mutant's one bug is one
+    diagnosis; what else its symptoms show is folded into it (lm: a component that computes exactly the
+    reference built on a failing part's known bug) or stays below 0.5."""
+    strong = []
+    for p in FILES:
+        g = _load(p)
+        if g["expected_cause"]:
+            others = [(d["id"], d.get("component"), d["confidence"]) for d in g["result"]["diagnoses"][1:]]
+            strong += [(g["case"], o) for o in others if o[2] >= 0.5]
+    assert not strong, strong
+
+
 def test_correct_code_goldens_are_clean():
     """The reference, the lesson's code, the correct fixtures and the corpus's correct files come back clean
     (a corpus bug has no expected cause in its golden: the manifest says it is a bug)."""

@@ -162,3 +162,80 @@ def test_a_decision_counts_as_own_only_for_a_cause_nothing_below_can_produce():
         _check("block", "fail", "mismatch", _where("pkg/nn.py", 30), lines={"pkg/nn.py": [30, 31, 40]},
                lmdiag_measured=_measured("block", "missing-residual")))
     assert sorted(x["component"] for x in diagnose(r)) == ["block", "mha"]
+
+
+def test_a_package_the_grader_lacks_ranks_after_the_measured_bugs(monkeypatch):
+    # the environment's finding (a grader fault: the assignment allows the package) comes last, below the
+    # student's measured bug, however sure it is; the check still stops as the grader's fault (regraded)
+    from harness import allowed
+    from harness.engine import build_result
+    from harness.outcome import ChildOutcome
+    monkeypatch.setitem(allowed.ALLOWED, "lm", allowed.ALLOWED["lm"] + ("wandb",))
+    payload = {"checks": [_check("rope", "error", "missing-module", _where("pkg/rope.py", 3), missing_module="wandb"),
+                          _check("linear", "fail", "mismatch", _where("pkg/linear.py", 9),
+                                 course_replay=dict(SEEN, test="test_linear"))],
+               "load": {"ok": True}, "assignment": "lm"}
+    r = build_result(ChildOutcome(payload, "ok"), "repo", "lm")
+    assert [x["id"] for x in r["diagnoses"]] == ["component-mismatch", "grader-fault"]
+    assert r["diagnoses"][1]["confidence"] > r["diagnoses"][0]["confidence"]
+    assert "pip install wandb" in r["diagnoses"][1]["fix"]
+    assert r["error"]["student_fault"] is False and r["verdict"] == "error"
+
+
+def _fingerprinted(comp, mutant):
+    """Validated-to-be lmdiag measurements of comp whose outputs equal the reference with `mutant`'s edit."""
+    return {"component": comp, "adapter": f"run_{comp}", "status": "fail", "draws": 2,
+            "err": {"case": "c", "draw": 0, "max_abs": 1.0, "max_rel": 0.5, "shape": [[2, 3]],
+                    "expected_shape": [[2, 3]]},
+            "interface": [], "not_measured": {}, "properties": [],
+            "fingerprint": {"mutant": mutant, "max_diff": 0.0, "draws": 5, "cases": 1, "also": []}}
+
+
+def test_outputs_equal_to_a_failing_parts_known_bug_fold_into_it_without_a_trace():
+    # the LM's traced divergence is on its own line (no fold by the trace), but its outputs equal the reference
+    # built on RMSNorm's known bug, and the student's RMSNorm fails: one diagnosis, the RMSNorm's, not a second
+    # one at 0.95 on the LM for the same bug
+    norm = _check("rmsnorm", "fail", "mismatch", _where("pkg/nn.py", 12), lines={"pkg/nn.py": [10, 11, 12]},
+                  fingerprint={"mutant": "lm-rmsnorm-subtracts-mean", "max_abs": 0.0, "draws": 5, "summary": "s"})
+    lm = _check("lm", "fail", "mismatch", _where("pkg/nn.py", 168), lines={"pkg/nn.py": [10, 11, 12, 168]},
+                lmdiag_measured=_fingerprinted("lm", "lm-rmsnorm-subtracts-mean"))
+    d = diagnose(_result(norm, lm))
+    assert [(x["component"], x["id"]) for x in d] == [("rmsnorm", "rmsnorm-subtracts-mean")]
+    assert any(e.startswith("also explains lm-lm") for e in d[0]["evidence"])
+    # the part the fingerprint names passes its own check: nothing to fold into, the LM keeps its diagnosis
+    ok = _check("rmsnorm", "pass")
+    d = diagnose(_result(ok, lm))
+    assert [(x["component"], x["id"]) for x in d] == [("lm", "rmsnorm-subtracts-mean")]
+    # a fingerprint of the component's own bug is its own evidence, whatever fails below it
+    block = _check("block", "fail", "mismatch", _where("pkg/nn.py", 147), lines={"pkg/nn.py": [10, 11, 12, 147]},
+                   lmdiag_measured=_fingerprinted("block", "lm-block-post-norm"))
+    d = diagnose(_result(norm, block))
+    assert sorted(x["component"] for x in d) == ["block", "rmsnorm"]
+
+
+def test_a_training_failure_ranks_after_a_crash_the_course_sees():
+    # the course's tests never train the model: a piece whose own check passes but whose brief training leaves
+    # the reference's curve (0.85) ranks after a component the course's tests see raise (0.6)
+    training = {"id": "lm-training", "status": "fail", "measured": {"curve_gap": 0.01}, "expected": "",
+                "detail": "the loss leaves the reference's at step 1", "location": _where("pkg/lm.py", 19),
+                "data": {"kind": "training", "component": "lm", "culprits": ["model"]}}
+    rope = _check("rope", "error", "error", _where("pkg/rope.py", 45),
+                  course_replay=dict(SEEN, test="test_rope", problem="raises RuntimeError: size mismatch"))
+    d = diagnose(_result(training, rope, _check("lm", "pass")))
+    assert [(x["component"], x["id"]) for x in d] == [("rope", "forward-error"), ("lm", "training-fails")]
+    assert d[1]["confidence"] > d[0]["confidence"]
+    assert any(e.startswith("what it costs:") and "never training" in e for e in d[1]["evidence"])
+    assert order({"id": "optimizer-missing-parameters", "component": "lm"}) == INVISIBLE
+
+
+def test_a_check_that_could_not_be_measured_ranks_after_every_measured_failure():
+    # check-not-measured names no failure of the code: a course-invisible finding that was measured comes first
+    fp = {"mutant": "lm-rmsnorm-no-upcast", "max_abs": 0.0, "draws": 3, "summary": "no upcast"}
+    skipped = {"id": "lm-training", "status": "skip", "measured": None, "expected": "",
+               "detail": "not trained: run_transformer_lm computes with copies of 11 of the 21 weights it is given",
+               "location": None, "data": {"could_not_measure": "copies of the weights"}}
+    r = _result(_check("rmsnorm", "fail", "mismatch", _where("pkg/norm.py", 12), fingerprint=fp,
+                       course_replay=dict(UNSEEN, test="test_rmsnorm")), skipped)
+    d = diagnose(r)
+    assert [x["id"] for x in d] == ["rmsnorm-no-float32-upcast", "check-not-measured"], [x["id"] for x in d]
+    assert order(d[1]) == UNFINISHED and order(d[0], None) == INVISIBLE

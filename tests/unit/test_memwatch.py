@@ -17,8 +17,9 @@ def test_cuda_runs_get_no_address_space_limit_and_a_watchdog_instead():
     assert memwatch.address_space_limit("cpu", 6144) == 6144 << 20
     assert memwatch.address_space_limit("cuda", 6144) is None          # a CUDA context reserves more than this
     assert memwatch.address_space_limit("cuda:1", 6144) is None
-    assert memwatch.watchdog_for("cpu", 6144, set) is None             # the kernel enforces the CPU limit
-    assert isinstance(memwatch.watchdog_for("cuda", 6144, set), memwatch.Watchdog)
+    cpu = memwatch.watchdog_for("cpu", 6144, set)       # the kernel enforces the address space; the watchdog
+    assert isinstance(cpu, memwatch.Watchdog) and not cpu.resident     # counts memory held as files beside it
+    assert memwatch.watchdog_for("cuda", 6144, set).resident
     assert memwatch.watchdog_for("cuda", 0, set) is None               # no limit asked for
 
 

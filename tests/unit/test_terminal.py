@@ -235,3 +235,22 @@ def test_quoted_code_keeps_its_spacing_when_wrapped(tmp_path, monkeypatch):
     assert len(quoted) >= 2 and all(len(ln) <= 80 for ln in text.splitlines())
     assert "".join(quoted) == code                          # every inner space kept, nothing lost or added
     assert "query,   key" in "".join(quoted)
+
+
+def test_the_summary_says_what_limited_the_run():
+    """The result's `limits` (isolation/enforce.py): which mechanism was active, and its limits; none, no line."""
+    assert "limits" not in summary(result(), color=False, width=100)
+    fallback = {"enforced_by": "rlimits", "memory_mb": 2048, "disk_mb": 256, "measured_outside": True, "why": "x"}
+    line = next(ln for ln in summary(result(limits=fallback), color=False, width=100).splitlines() if "limits" in ln)
+    assert line.strip() == "limits   enforced by rlimits, measured from outside (2048 MB memory, 256 MB disk)", line
+    own = dict(fallback, enforced_by="cgroup-v2", pids=256, cpus=2)
+    text = summary(result(limits=own), color=False, width=120)
+    assert "enforced by a cgroup v2 of its own (2048 MB memory, 256 MB disk, 256 tasks, 2 CPUs)" in text, text
+
+
+def test_the_html_report_says_what_limited_the_run():
+    from harness.report import html
+    lim = {"enforced_by": "rlimits", "memory_mb": 2048, "disk_mb": 256, "measured_outside": True}
+    page = html.render(result(verdict="problems", limits=lim))
+    assert "limits enforced by rlimits, measured from outside (2048 MB memory, 256 MB disk)" in page
+    assert "limits enforced" not in html.render(result(verdict="problems"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ...assignments import BLOCK, REVERSAL
+from ...assignments import BLOCK, REVERSAL, pack_of
 from ...assignments import LM as LM_ASSIGNMENT
 
 from . import attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding, embedding
@@ -102,9 +102,15 @@ EITHER = frozenset(p.id for p in PROBES if p.cost != "static" and LM[0] not in p
     "block-causal-off", "block-causal"}
 
 
-def select(assignment: str, quick: bool, only: str = "", extra: str = "") -> list:
+def select(assignment: str, quick: bool, only: str = "", extra: str = "", module=None) -> list:
     """The probes a run does: its assignment's, less the training ones under --quick. `only` (comma-separated
-    ids): just these and contract (a repair's first re-check); `extra`: these too, even under --quick."""
+    ids): just these and contract (a repair's first re-check); `extra`: these too, even under --quick. A pack's
+    assignment: the plan its pack and the loaded `module`'s edition make (probes/packs.py)."""
+    pack = pack_of(assignment)
+    if pack is not None:
+        from . import packs
+        rec = getattr(module, packs.KEY, None)
+        return packs.plan(pack, rec.get("edition") if isinstance(rec, dict) else None, quick, Probe)
     want, also = set(filter(None, only.split(","))), set(filter(None, extra.split(",")))
     return [p for p in PROBES if assignment in p.assignments and ((p.id in want or p.id == "contract") if want else
                                                                   not (quick and p.cost == "train") or p.id in also)]

@@ -13,8 +13,7 @@ the patch embedding and the vision transformer too). Torch-free data.
 """
 from __future__ import annotations
 
-from ...assignments import Assignment
-from ..api import Binding, Edition, Mask, Pack
+from ..api import Assignment, Binding, Edition, Mask, Pack
 
 LAYERS = "cs231n/transformer_layers.py"
 MODELS = "cs231n/classifiers/transformer.py"

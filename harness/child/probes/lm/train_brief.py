@@ -92,12 +92,21 @@ def student_model(ctx, w0: dict, vocab: int, x0):
     probe = fn(*adapter_args(vocab, w, x0))
     # the weights themselves must get a gradient: an output that requires one through a module's own parameters
     # (loaded from copies of the weights) trains a model the next call builds afresh
-    reached = isinstance(probe, torch.Tensor) and probe.requires_grad and any(
-        g is not None for g in torch.autograd.grad(probe.sum(), list(w.values()), allow_unused=True))
-    if not reached:
+    grads = torch.autograd.grad(probe.sum(), list(w.values()), allow_unused=True) \
+        if isinstance(probe, torch.Tensor) and probe.requires_grad else [None] * len(w)
+    if all(g is None for g in grads):
         raise NotMeasured("run_transformer_lm's model could not be found to train (no module whose forward, "
                           "called again as the adapter called it, reproduces the adapter's output, and no "
                           "gradient reaches the weights it is given)")
+    # every weight the reference trains must be trained here too: one copied into a module the call builds (out
+    # of the gradient's reach) would keep its value, and the curve would leave the reference's for that reason
+    # alone, whatever the model the student trains does
+    copied = [k for k, g in zip(w, grads) if g is None]
+    if copied:
+        raise NotMeasured(f"run_transformer_lm computes with copies of {len(copied)} of the {len(w)} weights it "
+                          f"is given ({', '.join(copied[:3])}{', ...' if len(copied) > 3 else ''}), out of the "
+                          "gradient's reach, and no module of yours, called again as the adapter called it, "
+                          "reproduces its output: trained through it those weights would never change")
     return (lambda x: fn(*adapter_args(vocab, w, x))), list(w.values())
 
 
