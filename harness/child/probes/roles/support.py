@@ -26,9 +26,18 @@ def source_key(rctx, filename: str | None) -> str | None:
     """The key of `source` that a running file is (the submission's path it was loaded from)."""
     if not filename:
         return None
-    name = filename.replace("\\", "/")
-    return next((k for k in sorted(rctx.source, key=len, reverse=True) if name.endswith(k.replace("\\", "/"))),
-                None)
+    parts = filename.replace("\\", "/").split("/")
+
+    def tail(key: str) -> int:      # how many trailing path components the running file and the key share
+        kp, n = key.replace("\\", "/").split("/"), 0
+        while n < min(len(kp), len(parts)) and kp[-1 - n] == parts[-1 - n]:
+            n += 1
+        return n
+    best = max(rctx.source, key=tail, default=None)      # the loader may show the file by its original path
+    if best is None:
+        return None
+    n = tail(best)
+    return best if n >= min(2, len(best.replace("\\", "/").split("/"))) and n > 0 else None
 
 
 def owner_class(obj):
