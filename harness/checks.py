@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from . import lm_table
 from .assignments import assignment_of
+from .packs.checks import declared as _role_checks
+from .packs.cs231n.pack import PACK as _CS231N
 
 
 def num(v: float) -> str:
@@ -266,6 +268,9 @@ DECLARED.update({
                                            "changes", "0", "causal attention") for c in ("mha", "mha-rope", "block",
                                                                                          "lm")),
 })
+
+# the built-in packs' role checks (harness/packs/checks.py: one declaration per role, per bound component)
+DECLARED.update({pid: tuple(C(c[0], c[1], c[2], c[3], component=c[4]) for c in cs) for pid, cs in _role_checks(_CS231N).items()})
 
 BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}
 PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}

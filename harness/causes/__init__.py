@@ -17,6 +17,9 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
                positional_encoding_trainable, positional_max_len, scheduler_not_stepped, softmax_wrong_dim,
                source_ignored, stale_mask, tampering, target_not_shifted, view_not_contiguous,
                warmup_flat_then_jump)
+from . import (attention_dropout_in_eval, attention_dropout_misplaced, attention_mask_ignored, attention_mask_inverted,
+               attention_mask_misapplied, attention_mask_nan, positional_dropout_lost, positional_dtype_cast, attention_scale_missing, causal_mask_wrong, heads_merged_wrong,
+               positional_in_place, positional_not_added, positional_table_wrong, value_from_key)
 from ..assignments import REPOSITORY
 from .base import Cause
 
@@ -34,6 +37,11 @@ RULES = (
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
     feed_forward_linear, causal_flag_ignored,
+    # the generic role probes' causes (any pack): a random eval pass first, then the mechanisms that explain others
+    attention_dropout_in_eval, heads_merged_wrong, attention_mask_nan, attention_mask_inverted,
+    attention_mask_ignored, value_from_key, attention_scale_missing, attention_dropout_misplaced,
+    positional_not_added, positional_in_place, positional_table_wrong, positional_dtype_cast, positional_dropout_lost,
+    causal_mask_wrong, attention_mask_misapplied,
     piece_absent, piece_not_implemented,   # a pack's assignment (any pack): pieces not there, not written yet
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
     check_not_measured,  # last: a required check that could not be measured

@@ -1,0 +1,126 @@
+"""The CS231n pack's mutants: described bugs written as exact edits of the team's reference (reference.py), in the
+mutant library's model (mutants/model.py: Edit, Mutant). Each is a bug that real forks of the course were found to
+carry, with the cause the engine must name and the role probe that must fail on it."""
+from __future__ import annotations
+
+from mutants.model import Edit, Mutant
+
+from .pack import ASSIGNMENT
+
+REFERENCE = "harness/packs/cs231n/reference.py"
+MASK_FILL = 'scores = scores.masked_fill(attn_mask == 0, float("-inf"))'
+
+
+def _m(id, cause, edits, summary, explanation, course_sees):
+    return Mutant(id=f"cs231n-{id}", cause=cause, assignment=ASSIGNMENT.name, reference=REFERENCE,
+                  edits=tuple(Edit(o, n) for o, n in edits), summary=summary, explanation=explanation,
+                  lesson=course_sees)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    _m("mask-discarded", "attention-mask-ignored",
+       [(MASK_FILL, 'scores.masked_fill(attn_mask == 0, float("-inf"))')],
+       "masked_fill called out of place and its result dropped",
+       "masked_fill returns a new tensor; called on a line of its own its result is lost and the scores go to the "
+       "softmax unmasked, so every query attends to every key whatever attn_mask says.",
+       "the course's masked-attention check: a relative error, no line"),
+    _m("mask-inverted", "attention-mask-inverted",
+       [(MASK_FILL, 'scores = scores.masked_fill(attn_mask == 1, float("-inf"))')],
+       "the mask blocks where it should attend",
+       "attn_mask's 1 entries mean 'may attend'; filling where the mask is 1 blocks exactly those keys and keeps "
+       "the ones the mask forbids.",
+       "the course's masked-attention check: a relative error, no line"),
+    _m("mask-plus-inf", "attention-mask-nan",
+       [(MASK_FILL, 'scores = scores.masked_fill(attn_mask == 0, float("inf"))')],
+       "blocked scores filled with +inf",
+       "A blocked score must become -inf (its weight 0); +inf makes exp overflow and the softmax row NaN.",
+       "the course's masked-attention check: NaN"),
+    _m("value-from-key", "value-from-key",
+       [("v = self.value(value)", "v = self.value(key)")],
+       "the value projection applied to the key input",
+       "Values are read from the value input; projecting the key input instead is invisible when key is value "
+       "(self-attention, the course's checks) and wrong whenever they differ.",
+       "invisible to the course's checks (they pass key == value)"),
+    _m("scale-missing", "attention-scale-missing",
+       [("scores = q @ k.transpose(-2, -1) / math.sqrt(hd)", "scores = q @ k.transpose(-2, -1)")],
+       "scores not divided by sqrt(head_dim)",
+       "q.k grows like sqrt(head_dim); unscaled, the softmax saturates and its gradients vanish.",
+       "the course's attention check: a relative error"),
+    _m("heads-merged-wrong", "heads-merged-wrong",
+       [("merged = heads.transpose(1, 2).reshape(n, s, e)", "merged = heads.reshape(n, s, e)")],
+       "heads merged by a reshape without moving the head axis back",
+       "(N, H, S, hd) reshaped straight to (N, S, E) interleaves the heads' rows: each output row mixes "
+       "positions.",
+       "the course's attention check: a relative error"),
+    _m("dropout-in-eval", "attention-dropout-in-eval",
+       [("weights = self.attn_drop(weights)", "weights = torch.dropout(weights, self.attn_drop.p, True)")],
+       "functional dropout told it always trains",
+       "Dropout called as a function with train=True keeps dropping in eval mode: the output is random at "
+       "inference.",
+       "invisible to checks run in train mode"),
+    _m("dropout-on-output", "attention-dropout-misplaced",
+       [("        weights = self.attn_drop(weights)\n", ""),
+        ("return self.proj(merged)", "return self.proj(self.attn_drop(merged))")],
+       "dropout on the attention output instead of the attention weights",
+       "The course drops attention weights (which keys a query reads); dropping the merged output instead is "
+       "another regulariser, and the course's train-mode values no longer match.",
+       "the course's train-mode check: a relative error"),
+    _m("pe-not-added", "positional-not-added",
+       [("return self.dropout(out)", "return self.dropout(x)")],
+       "the encoding computed but never added",
+       "forward builds x + table and returns x: the model receives no position information at all.",
+       "invisible when the check compares shapes or runs only the captioning model"),
+    _m("pe-in-place", "positional-in-place",
+       [("out = x + self.pe[:, :s, :d]", "x += self.pe[:, :s, :d]\n        out = x")],
+       "the encoding added into the caller's tensor",
+       "x += table writes into the caller's tensor: the embedding the caller keeps now holds the encoding too.",
+       "invisible to the course's checks"),
+    _m("pe-cos-exponent", "positional-table-wrong",
+       [("table[0, :, 1::2] = torch.cos(position * rate)",
+         "table[0, :, 1::2] = torch.cos(position * torch.pow(10000.0, -torch.arange(1, embed_dim, 2) / embed_dim))")],
+       "the cosine columns use their own index in the exponent",
+       "Column 2k+1 must share column 2k's frequency 10000^(-2k/D); with its own index 2k+1 every cosine column "
+       "drifts, by little for small D (the course's D=6 check passes from j = 3 on).",
+       "invisible to the course's small check"),
+    _m("pe-dtype-cast", "positional-dtype-cast",
+       [("out = x + self.pe[:, :s, :d]", "out = torch.empty((n, s, d))\n        out[:] = x + self.pe[:, :s, :d]")],
+       "x + table written into a float32 tensor of its own",
+       "A float64 input comes back float32: the caller's dtype is lost and the next float64 layer fails.",
+       "the course's float64 captioning check: a dtype error in the next layer"),
+    _m("pe-dropout-discarded", "positional-dropout-lost",
+       [("return self.dropout(out)", "self.dropout(out)\n        return out")],
+       "the dropout's result dropped",
+       "self.dropout(out) on a line of its own returns a new tensor that nobody keeps: no dropout in training.",
+       "the course's train-mode check: a relative error"),
+    _m("causal-upper", "causal-mask-wrong",
+       [("tgt_mask = torch.tril(", "tgt_mask = torch.triu(")],
+       "the captioning mask is upper-triangular",
+       "The decoder's mask must let position i see positions <= i (the lower triangle); the upper one shows each "
+       "position the future and hides the past.",
+       "invisible to the course's 2022-2024 captioning check"),
+    _m("causal-flipped", "causal-mask-wrong",
+       [("tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))",
+         "tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool)).flip(-1)")],
+       "the captioning mask is the lower triangle flipped left-right",
+       "Flipping the triangle gives an anti-triangular mask: positions see future tokens and lose past ones.",
+       "invisible to the course's 2022-2024 captioning check"),
+)
+
+# the role probe each mutant must fail (component, probe id, mechanism kind)
+EXPECTED = {
+    "cs231n-mask-discarded": ("MultiHeadAttention", "mask-float", "ignored"),
+    "cs231n-mask-inverted": ("MultiHeadAttention", "mask-float", "inverted"),
+    "cs231n-mask-plus-inf": ("MultiHeadAttention", "mask-float", "nan"),
+    "cs231n-value-from-key": ("MultiHeadAttention", "inputs", "value-from-key"),
+    "cs231n-scale-missing": ("MultiHeadAttention", "scale", "unscaled"),
+    "cs231n-heads-merged-wrong": ("MultiHeadAttention", "reference", "heads-merged-wrong"),
+    "cs231n-dropout-in-eval": ("MultiHeadAttention", "eval-determinism", "dropout-in-eval"),
+    "cs231n-dropout-on-output": ("MultiHeadAttention", "dropout", "on-output"),
+    "cs231n-pe-not-added": ("PositionalEncoding", "added", "not-added"),
+    "cs231n-pe-in-place": ("PositionalEncoding", "in-place", "in-place"),
+    "cs231n-pe-cos-exponent": ("PositionalEncoding", "formula", "odd-exponent"),
+    "cs231n-pe-dtype-cast": ("PositionalEncoding", "dtype", "cast"),
+    "cs231n-pe-dropout-discarded": ("PositionalEncoding", "dropout", "dropout-discarded"),
+    "cs231n-causal-upper": ("CaptioningTransformer", "causal", "upper"),
+    "cs231n-causal-flipped": ("CaptioningTransformer", "causal", "flipped"),
+}

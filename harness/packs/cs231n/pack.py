@@ -1,0 +1,91 @@
+"""CS231n assignment 3's transformer part, declared through the pack API (harness/packs/api.py) only.
+
+What the course asks (its public assignment description; the signatures below are the course's contract, the
+code behind them is ours, reference.py): `cs231n/transformer_layers.py` holds PositionalEncoding and
+MultiHeadAttention (`forward(query, key, value, attn_mask=None)`, attn_mask of shape (S, T) whose 0 entries block
+attention; the course passes 0/1 numbers, and a bool mask works the same way), from 2025 also FeedForwardNetwork,
+TransformerDecoderLayer, PatchEmbedding and TransformerEncoderLayer; `cs231n/classifiers/transformer.py` holds
+CaptioningTransformer (the student's forward and sample from 2022 on) and from 2025 VisionTransformer.
+
+Editions: "2021" (the student writes the two layers; the captioning model is given), "2022" (the 2022-2024
+editions: the captioning model's forward and sample too), "2025" and "2026" (the decoder and encoder layers,
+the patch embedding and the vision transformer too). Torch-free data.
+"""
+from __future__ import annotations
+
+from ..api import Assignment, Binding, Edition, Mask, Pack
+
+LAYERS = "cs231n/transformer_layers.py"
+MODELS = "cs231n/classifiers/transformer.py"
+L = "cs231n.transformer_layers"
+M = "cs231n.classifiers.transformer"
+
+# the sizes the course's notebook uses for its checks (N batch, S query length, T key length, E width, H heads)
+ATTENTION_SHAPES = {"N": 2, "S": 4, "T": 6, "E": 8, "H": 2}
+POSITIONAL_SHAPES = {"N": 1, "S": 3, "D": 6}
+CAPTION_SHAPES = {"N": 3, "T": 6, "D": 16, "W": 16, "H": 2, "V": 11, "layers": 2}
+ZERO_BLOCKS = Mask(blocks="zero", dtype="any", shape="TxS")     # (query, key); 0 / False: do not attend
+
+EARLY = ("2021", "2022")
+LATE = ("2025", "2026")
+CAPTIONING = ("2022", "2025", "2026")
+
+COMPONENTS = ("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer", "FeedForwardNetwork",
+              "TransformerDecoderLayer", "PatchEmbedding", "TransformerEncoderLayer", "VisionTransformer")
+# the student's pieces the bindings below measure (the feed-forward network, the patch embedding and the vision
+# transformer have no binding yet: no generic role covers them)
+BOUND_LATE = ("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer", "CaptioningTransformer.sample",
+              "TransformerDecoderLayer", "TransformerEncoderLayer")
+
+ASSIGNMENT = Assignment(
+    name="cs231n",
+    title="Stanford CS231n assignment 3: multi-head attention, positional encoding and a captioning transformer.",
+    handed_in="the assignment folder holding cs231n/ (or its transformer_layers.py and classifiers/transformer.py)",
+    required=("PositionalEncoding", "MultiHeadAttention"),
+    optional=COMPONENTS[2:],
+    packages=("numpy",),
+    per_component=True,
+)
+
+PACK = Pack(
+    assignment=ASSIGNMENT,
+    files=(LAYERS, MODELS),
+    editions=(
+        # told apart by what the starter's files declare: the 2025 edition moved the decoder layer into the layers
+        # file and added the encoder side (the 2026 starter declares the same classes and is not told apart by its
+        # files: it is checked as 2025, whose contract it shares); 2022-2024 document attn_mask as (S, T), 2021 as
+        # (T, S) (the same (query, key) layout)
+        Edition("2025", markers={LAYERS: "class PatchEmbedding"}, student=BOUND_LATE),
+        Edition("2026", markers={LAYERS: "class PatchEmbedding"}, student=BOUND_LATE),
+        Edition("2022", markers={LAYERS: "attn_mask: Array of shape (S, T)"},
+                student=("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer",
+                         "CaptioningTransformer.sample")),
+        Edition("2021", markers={LAYERS: "attn_mask: Array of shape (T, S)"},
+                student=("PositionalEncoding", "MultiHeadAttention")),
+    ),
+    reference="harness.packs.cs231n.reference",
+    bindings=(
+        Binding(role="positional", component="PositionalEncoding", target=f"{L}:PositionalEncoding",
+                init={"embed_dim": 6, "dropout": 0.1, "max_len": 12}, call=("x",), shapes=POSITIONAL_SHAPES,
+                formula="sin-even-cos-odd", points=20.0),
+        Binding(role="attention", component="MultiHeadAttention", target=f"{L}:MultiHeadAttention",
+                init={"embed_dim": 8, "num_heads": 2, "dropout": 0.1}, call=("query", "key", "value", "mask"),
+                shapes=ATTENTION_SHAPES, mask=ZERO_BLOCKS, points=40.0),
+        Binding(role="model", component="CaptioningTransformer", target=f"{M}:CaptioningTransformer",
+                init={"input_dim": 16, "wordvec_dim": 16, "num_heads": 2, "num_layers": 2, "max_length": 30},
+                call=("features", "captions"), shapes=CAPTION_SHAPES, mask=ZERO_BLOCKS, editions=CAPTIONING,
+                points=40.0),
+        Binding(role="sampler", component="CaptioningTransformer.sample", target=f"{M}:CaptioningTransformer.sample",
+                init={"input_dim": 16, "wordvec_dim": 16, "num_heads": 2, "num_layers": 2, "max_length": 30},
+                call=("features",), shapes=CAPTION_SHAPES, editions=CAPTIONING),
+        Binding(role="layer", component="TransformerDecoderLayer", target=f"{L}:TransformerDecoderLayer",
+                init={"input_dim": 8, "num_heads": 2, "dim_feedforward": 16, "dropout": 0.1},
+                call=("x", "memory", "mask"), shapes={"N": 2, "T": 5, "S": 3, "E": 8}, mask=ZERO_BLOCKS,
+                editions=LATE, points=10.0),
+        Binding(role="layer", component="TransformerEncoderLayer", target=f"{L}:TransformerEncoderLayer",
+                init={"input_dim": 8, "num_heads": 2, "dim_feedforward": 16, "dropout": 0.1},
+                call=("x", "mask"), shapes={"N": 2, "T": 5, "E": 8}, mask=ZERO_BLOCKS, editions=LATE,
+                points=10.0),
+    ),
+    mutants="harness.packs.cs231n.mutants:MUTANTS",
+)

@@ -1,0 +1,85 @@
+"""The generic role probes, in process, on the CS231n pack's reference (clean: every check passes, no problem
+diagnosis) and on each of its mutants (the expected probe fails with the mechanism's kind; the engine names the
+mutant's cause first, at the edited line)."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+
+import pytest
+
+from harness import engine
+from harness.causes import BY_ID
+from harness.child.probes.roles import ROLE_PROBES, RoleContext
+from harness.packs.checks import ROLE_CHECKS
+from harness.packs.cs231n import reference as ref_module
+from harness.packs.cs231n.mutants import EXPECTED, MUTANTS
+from harness.packs.cs231n.pack import PACK
+
+KEY = "cs231n/transformer_layers.py"
+_names = itertools.count()
+
+
+def _load(tmp_path, text: str):
+    path = tmp_path / "cs231n" / "transformer_layers.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"role_probe_student_{next(_names)}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # as a loader leaves it: inspect finds the class's file through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def _resolve(module, target: str):
+    obj = module
+    for part in target.split(":")[1].split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _checks(module, text: str, components=None) -> list[dict]:
+    out = []
+    for b in PACK.bindings:
+        if b.role not in ROLE_PROBES or (components and b.component not in components):
+            continue
+        rctx = RoleContext(b, _resolve(module, b.target), _resolve(ref_module, b.target), 0, "cpu", False,
+                           {KEY: text})
+        for probe in ROLE_PROBES[b.role]:
+            got = probe.fn(rctx)
+            assert [c["id"] for c in got] == [f"{b.component}.{probe.id}"]
+            out += got
+    return out
+
+
+def test_the_declared_role_checks_are_the_probes():
+    for role, probes in ROLE_PROBES.items():
+        assert [p.id for p in probes] == [pid for pid, _, _ in ROLE_CHECKS[role]], role
+        assert all(p.cost in ("static", "quick", "train") for p in probes)
+
+
+def test_the_reference_is_clean(tmp_path):
+    text = open(ref_module.__file__).read()
+    checks = _checks(_load(tmp_path, text), text)
+    assert {c["status"] for c in checks} == {"pass"}, [(c["id"], c["status"], c["detail"]) for c in checks
+                                                       if c["status"] != "pass"]
+    assert engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY}) == []
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.id for m in MUTANTS])
+def test_each_mutant_fails_its_probe_and_is_named_at_its_line(tmp_path, mutant):
+    text = mutant.source()
+    component, probe, mech = EXPECTED[mutant.id]
+    checks = _checks(_load(tmp_path, text), text, {component})
+    got = {c["id"]: c for c in checks}[f"{component}.{probe}"]
+    assert got["status"] == "fail", got
+    assert got["data"]["mechanism"]["kind"] == mech, got
+    diagnoses = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})
+    first = diagnoses[0]
+    assert first["id"] == mutant.cause and first["confidence"] >= 0.8, diagnoses
+    assert mutant.cause in BY_ID
+    edited = [i for i, line in enumerate(text.splitlines(), 1)
+              if any(e.new.strip() and e.new.strip().splitlines()[0] in line for e in mutant.edits)]
+    assert first["location"]["file"] == KEY
+    assert any(abs(first["location"]["line"] - n) <= 1 for n in edited), (first["location"], edited)
