@@ -23,6 +23,7 @@ from typing import Callable
 from .lm_table import ADAPTER
 from .packs import discover as _discover
 from .packs.api import Assignment, Pack
+from .packs.checks import ROLE_CHECKS
 from .packs.folder import locate
 
 __all__ = ["Assignment", "Pack"]        # declared in packs/api.py; imported from here as before
@@ -83,9 +84,12 @@ BROKEN: tuple[str, ...] = tuple(f.error for f in FOUND if f.error)
 # reversal file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A pack is a
 # folder (detect_folder), never a single file.
 ALL: tuple[Assignment, ...] = BUILT_IN + tuple(
-    # a pack's bindings must be measured: one whose role no generic probe covers keeps the verdict from clean
+    # a pack's bindings must be measured: one whose role has generic probes (packs/checks.py ROLE_CHECKS) that the
+    # child could not run keeps the verdict from clean. A role no generic probe covers yet (`layer`, `training-step`)
+    # is reported as a skip that says so, and is not required: its piece is measured only through the model using it
     replace(f.pack.assignment, pack=f.value,
-            must_measure=f.pack.assignment.must_measure + tuple(f"{b.component}.role" for b in f.pack.bindings))
+            must_measure=f.pack.assignment.must_measure + tuple(
+                f"{b.component}.role" for b in f.pack.bindings if b.role in ROLE_CHECKS))
     for f in FOUND if f.pack is not None)
 DETECT_ORDER: tuple[Assignment, ...] = (LM, REVERSAL, BLOCK)
 DEFAULT = REVERSAL

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import lm_table
-from .assignments import assignment_of
+from .assignments import PACKS, assignment_of
 from .packs.checks import declared as _role_checks
-from .packs.cs231n.pack import PACK as _CS231N
 
 
 def num(v: float) -> str:
@@ -269,8 +268,14 @@ DECLARED.update({
                                                                                          "lm")),
 })
 
-# the built-in packs' role checks (harness/packs/checks.py: one declaration per role, per bound component)
-DECLARED.update({pid: tuple(C(c[0], c[1], c[2], c[3], component=c[4]) for c in cs) for pid, cs in _role_checks(_CS231N).items()})
+# every pack's role checks (harness/packs/checks.py: one declaration per role, per bound component), and per bound
+# component its `.role` check: the skip a binding whose role no generic probe covers reports (child/probes/packs.py)
+for _pack in PACKS.values():
+    DECLARED.update({pid: tuple(C(c[0], c[1], c[2], c[3], component=c[4]) for c in cs)
+                     for pid, cs in _role_checks(_pack).items()})
+    DECLARED.update({f"{b.component}.role": (C(f"{b.component}.role", f"{b.component}: whether a generic probe "
+                                                "covers its role", "covered", "packs/api.py ROLES"),)
+                     for b in _pack.bindings})
 
 BY_ID: dict[str, Check] = {c.id: c for checks in DECLARED.values() for c in checks}
 PROBE_OF = {c.id: probe for probe, checks in DECLARED.items() for c in checks} | {p: p for p in DECLARED}

@@ -10,13 +10,14 @@ The `lm` mutants are ``LM_MUTANTS`` (mutants/lm_registry.py), kept out of
 cover both.
 """
 from .export import MANIFEST_CSV, MANIFEST_JSON, SHUFFLE_SEED, ExportError, export_submissions, plan_export
-from harness.assignments import NAMES
+from harness.assignments import BUILT_IN
 
 from .model import ASSIGNMENTS, Edit, EditError, Mutant, apply_edits, diff, reference_source, source
 from .lm_registry import LM, LM_MUTANTS, LmMutant, by_component, lm_get
 from .registry import BLOCK, MUTANTS, REVERSAL, by_assignment, by_cause, causes, get
 
-ALL_ASSIGNMENTS = NAMES
+# the built-in assignments: a pack's mutants live in its own package (Pack.mutants), not in this library yet
+ALL_ASSIGNMENTS = tuple(a.name for a in BUILT_IN)
 ALL_MUTANTS = MUTANTS + LM_MUTANTS
 
 

@@ -27,7 +27,7 @@ GROUP = "mtxdiag.packs"
 # editable install's metadata is only as fresh as its last `pip install -e` (a pack added since is in the source
 # tree, not in the metadata). Entry points of the same name from mtxdiag's own distribution are the same packs
 # and are not loaded twice.
-BUILT_IN: tuple[tuple[str, str], ...] = ()
+BUILT_IN: tuple[tuple[str, str], ...] = (("cs231n", "harness.packs.cs231n.pack:PACK"),)
 HOME = "mtxdiag"                 # this distribution's name (its entry points are BUILT_IN's)
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

@@ -21,7 +21,9 @@ WORDS = set(NAMES) | {AUTO}
 # ---- the registry ------------------------------------------------------------------------------------------
 
 def test_the_names_are_declared_once_and_read_from_the_registry():
-    assert protocol.ASSIGNMENTS is assignments.NAMES == ("reversal", "block", "lm")
+    assert protocol.ASSIGNMENTS is assignments.NAMES
+    assert NAMES[:3] == ("reversal", "block", "lm") and NAMES[3:] == tuple(assignments.PACKS)
+    assert "cs231n" in assignments.PACKS        # the built-in pack, found through discovery
     assert tuple(allowed.ALLOWED) == NAMES and allowed.allowed("lm") == LM.packages
     assert allowed.allowed(None) == () and allowed.allowed("nonsense") == ()
     assert [assignment_of(n) for n in NAMES] == list(ALL)
@@ -57,8 +59,12 @@ def test_the_declared_facts_hold_where_they_are_used():
     from harness import lm_table
     from harness.child.probes import contract
     assert LM.required == tuple(lm_table.ADAPTER.values())
+    import importlib.util
     for a in ALL:
-        assert (ROOT / "reference_model" / a.reference).is_file(), a.name
+        if a.pack:      # a pack's reference is a module of its own package
+            assert importlib.util.find_spec(assignments.PACKS[a.name].reference), a.name
+        else:
+            assert (ROOT / "reference_model" / a.reference).is_file(), a.name
         assert a.handed_in and a.title
     default = tomllib.loads((ROOT / "harness" / "grading" / "rubric_default.toml").read_text())
     assert [a.name for a in ALL if a.rubric_table] == ["lm"] and LM.rubric_table in default
@@ -77,7 +83,7 @@ def test_everything_that_names_an_assignment_names_a_declared_one():
     # the generic role probes' causes name the built-in packs' assignments (declared by each pack's Pack.assignment)
     from harness.causes.role_rules import BUILTIN
     assert named == set(NAMES) | {p.name for p in BUILTIN}
-    assert mutants.ALL_ASSIGNMENTS == NAMES and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
+    assert mutants.ALL_ASSIGNMENTS == tuple(a.name for a in assignments.BUILT_IN) and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
 
 
 def test_report_sections_are_registered_per_assignment():
