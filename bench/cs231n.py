@@ -9,8 +9,7 @@ files (its `paths`, less its `root`) into DIR/<owner>__<name>__<commit[:8]>/ (en
 /work/cs231n-trees). Without that folder the bench says so and exits 0.
 
 Each version is checked in a child process of its own (student code never runs in the bench's process):
-`--via check` through `mtxdiag check` (the pack loader), `--via roles` (the default while that loader is not in
-this branch) a child that imports the two files and runs the generic role probes of every binding its edition
+`--via check` (the default) through `mtxdiag check FOLDER` (the pack's loader, as users run it), `--via roles` a child that imports the two files and runs the generic role probes of every binding its edition
 makes the student's; the bench then diagnoses with the engine, in its own process, from the checks' JSON.
 
 Scores (course-check-only bugs left out): correct versions with a problem diagnosis (target 0); the buggy class
@@ -130,10 +129,38 @@ def classes_at(tree: Path) -> dict:
 
 
 def component_of(d: dict, where: dict) -> str | None:
+    """The course class a diagnosis is on ("CaptioningTransformer.sample" is CaptioningTransformer's)."""
     if d.get("component"):
-        return d["component"]
+        return str(d["component"]).split(".")[0]
     loc = d.get("location") or {}
-    return where.get((loc.get("file"), loc.get("line")))
+    f = str(loc.get("file") or "")
+    rel = next((r for r in FILES.values() if f == r or f.endswith("/" + r)), f)
+    return where.get((rel, loc.get("line")))
+
+
+def run_check(folder: Path, timeout: float) -> dict:
+    """`--via check`: the user's own path, `mtxdiag check FOLDER` (the pack's loader, the sandbox, the daemon);
+    the result's checks and the diagnoses its parent-side engine made."""
+    import tempfile
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        try:
+            subprocess.run([sys.executable, "-m", "harness", "check", str(folder), "--json", str(out),
+                            "--html", str(Path(tmp) / "r.html"), "--timeout", str(timeout)],
+                           capture_output=True, text=True, timeout=timeout + 30, cwd=tmp,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+            r = json.loads(out.read_text())
+            contract = next((c for c in r.get("checks") or [] if c.get("id") == "contract"), {})
+            payload = {"edition": (contract.get("data") or {}).get("edition"), "checks": r.get("checks") or [],
+                       "diagnoses": r.get("diagnoses") or [],
+                       "error": (r.get("error") or {}).get("message") if r.get("verdict") == "error" else None}
+        except subprocess.TimeoutExpired:
+            payload = {"error": "timeout"}
+        except (OSError, json.JSONDecodeError) as e:
+            payload = {"error": f"no result: {e}"}
+    payload["seconds"] = round(time.time() - t0, 1)
+    return payload
 
 
 def run_version(tree: Path, timeout: float) -> dict:
@@ -151,7 +178,7 @@ def run_version(tree: Path, timeout: float) -> dict:
     return payload
 
 
-def score(labels: list, trees: Path, timeout: float, only: str | None) -> dict:
+def score(labels: list, trees: Path, timeout: float, only: str | None, via: str = "roles") -> dict:
     from harness import engine
     from harness.packs.cs231n.pack import PACK
     rows = []
@@ -161,9 +188,13 @@ def score(labels: list, trees: Path, timeout: float, only: str | None) -> dict:
         tree = tree_dir(trees, v["repo"], v["commit"])
         if not tree.is_dir():
             continue
-        got = run_version(tree, timeout)
-        diags = engine.diagnose({"assignment": PACK.name, "checks": got.get("checks", []), "submission": str(tree)}) \
-            if "checks" in got else []
+        if via == "check":
+            got = run_check(tree / v.get("root", ""), timeout)
+            diags = got.get("diagnoses", [])
+        else:
+            got = run_version(tree, timeout)
+            diags = engine.diagnose({"assignment": PACK.name, "checks": got.get("checks", []),
+                                     "submission": str(tree)}) if "checks" in got else []
         where = classes_at(tree)
         problems = [d for d in diags if d.get("severity", "problem") != "info" and d["confidence"] >= THRESHOLD]
         row = {"repo": v["repo"], "commit": v["commit"][:8], "edition": got.get("edition"), "kind": v["kind"],
@@ -206,6 +237,7 @@ def main() -> int:
     ap.add_argument("--only")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--child")
+    ap.add_argument("--via", choices=("roles", "check"), default="check")
     a = ap.parse_args()
     if a.child:
         child(Path(a.child))
@@ -214,7 +246,7 @@ def main() -> int:
     if not trees.is_dir() or not Path(a.labels).is_file():
         print(f"cs231n bench: no trees at {trees} (or no labels at {a.labels}); skipped")
         return 0
-    result = score(json.loads(Path(a.labels).read_text()), trees, a.timeout, a.only)
+    result = score(json.loads(Path(a.labels).read_text()), trees, a.timeout, a.only, a.via)
     out = ROOT / "bench" / "results" / "cs231n.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -74,8 +74,8 @@ def _default_report(sub: Path, ext: str) -> Path:
                    "file itself is never changed.")
 def check(file, assignment, json_path, html_path, seed, device, quick, timeout, memory, load_timeout, no_daemon,
           repair, fix):
-    """Load FILE (.py or .ipynb, or a CS336 repository folder with tests/adapters.py), probe it and print the
-    likely bugs.
+    """Load FILE (.py or .ipynb, a CS336 repository folder with tests/adapters.py, or a pack's assignment folder
+    such as CS231n's, holding cs231n/), probe it and print the likely bugs.
 
     On the CPU the first check starts a per-user daemon that keeps a warm worker (torch imported once, in
     the sandbox) for 10 minutes after the last check; each check is a fresh fork of it. `mtxdiag daemon stop`

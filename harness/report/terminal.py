@@ -335,6 +335,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
     timings = as_dict(result.get("timings"))
     total_s = timings.get("total_s")
     meta = [f"assignment {result.get('assignment') or '?'}"]
+    edition = next((as_dict(c.get("data")).get("edition") for c in checks if c.get("id") == "contract"), None)
+    meta[0] += f" {clean(edition)[:20]}" if isinstance(edition, str) and edition else ""   # a pack's edition
     if isinstance(total_s, (int, float)):
         meta.append(f"{total_s:.1f}s")
     if result.get("quick"):
