@@ -334,9 +334,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
             "error": st(" ERROR ", "yellow", True, reverse=True)}.get(v, st(f" {str(v).upper()} ", bold=True))
     timings = as_dict(result.get("timings"))
     total_s = timings.get("total_s")
-    meta = [f"assignment {result.get('assignment') or '?'}"]
-    edition = next((as_dict(c.get("data")).get("edition") for c in checks if c.get("id") == "contract"), None)
-    meta[0] += f" {clean(edition)[:20]}" if isinstance(edition, str) and edition else ""   # a pack's edition
+    edition = next((as_dict(c.get("data")).get("edition") for c in checks if c.get("id") == "contract"), "")  # a pack's
+    meta = [f"assignment {result.get('assignment') or '?'}" + (f" {clean(edition)[:20]}" if isinstance(edition, str) and edition else "")]
     if isinstance(total_s, (int, float)):
         meta.append(f"{total_s:.1f}s")
     if result.get("quick"):
@@ -397,8 +396,7 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
                  for s in STATUS_ORDER if s in counts]
         parts += [f"{n} {s}" for s, n in counts.items() if s not in STATUS_ORDER]
         lines.append("  checks   " + " · ".join(parts))
-    lim = result.get("limits")
-    if isinstance(lim, dict) and lim.get("enforced_by"):      # which mechanism limited the run (isolation/enforce.py)
+    if isinstance(lim := result.get("limits"), dict) and lim.get("enforced_by"):   # what limited the run (isolation/enforce.py)
         lines.append("  " + st("limits   ", dim=True) + _short(limits_text(lim), width - 11))
     if html_path:
         lines.append("  report   " + st(clean(html_path), bold=True))
