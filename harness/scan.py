@@ -39,6 +39,7 @@ _FORBIDDEN_IMPORTS = {
     "mutants": "imports the grader's mutant library", "ctypes": "imports ctypes", "_ctypes": "imports ctypes",
     "cffi": "imports cffi",
 }
+_NATIVE_IMPORTS = ("ctypes", "_ctypes", "cffi")
 _DYNAMIC_CALLS = {"eval": "dynamic code (eval)", "exec": "dynamic code (exec)", "compile": "dynamic code (compile)",
                   "__import__": "dynamic import (__import__)", "import_module": "dynamic import (import_module)"}
 MAX_SCAN_CHARS = 2_000_000      # edit_sites(): the child's guard reads lines from texts up to this size
@@ -89,18 +90,28 @@ def scan_source(text: str) -> list[dict]:
         nodes = list(ast.walk(tree))
     except RecursionError:
         return []
+    used = {n.id for n in nodes if isinstance(n, ast.Name)}
+
+    def forbidden(node, root: str, bound: list[str]) -> None:
+        # a native-access import none of whose names the file ever reads (an editor's stray auto-import, `from
+        # ctypes import alignment`) reaches nothing: not flagged. Any native call it could still make is recorded
+        # at run time (child/audit.py: ctypes and cffi's audit events), and the grader's modules are always flagged
+        if root in _NATIVE_IMPORTS and "*" not in bound and not used.intersection(bound):
+            return
+        flag(node, _FORBIDDEN_IMPORTS[root])
+
     for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 root = a.name.split(".")[0]
                 if root in _FORBIDDEN_IMPORTS:
-                    flag(node, _FORBIDDEN_IMPORTS[root])
+                    forbidden(node, root, [a.asname or root])
                 aliases[a.asname or root] = a.name if a.asname else root
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             root = mod.split(".")[0]
             if root in _FORBIDDEN_IMPORTS and node.level == 0:
-                flag(node, _FORBIDDEN_IMPORTS[root])
+                forbidden(node, root, [a.asname or a.name for a in node.names])
             for a in node.names:
                 aliases[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
     for node in nodes:
