@@ -14,7 +14,7 @@ from harness.causes import BY_ID
 from harness.child.probes.roles import ROLE_PROBES, RoleContext
 from harness.packs.checks import ROLE_CHECKS
 from harness.packs.cs231n import reference as ref_module
-from harness.packs.cs231n.mutants import EXPECTED, MUTANTS
+from harness.packs.cs231n.mutants import ALSO, ERRORS, EXPECTED, MUTANTS
 from harness.packs.cs231n.pack import PACK
 
 KEY = "cs231n/transformer_layers.py"
@@ -71,9 +71,9 @@ def test_the_reference_is_clean(tmp_path):
 def test_each_mutant_fails_its_probe_and_is_named_at_its_line(tmp_path, mutant):
     text = mutant.source()
     component, probe, mech = EXPECTED[mutant.id]
-    checks = _checks(_load(tmp_path, text), text, {component})
+    checks = _checks(_load(tmp_path, text), text, {component, *ALSO.get(mutant.id, ())})
     got = {c["id"]: c for c in checks}[f"{component}.{probe}"]
-    assert got["status"] == "fail", got
+    assert got["status"] == ("error" if mutant.id in ERRORS else "fail"), got
     assert got["data"]["mechanism"]["kind"] == mech, got
     diagnoses = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})
     first = diagnoses[0]
