@@ -1,6 +1,7 @@
 """A piece's constructor takes the contract's arguments in another order (any pack's binding)."""
 from .base import Cause, Finding, say
-from .role_rules import ASSIGNMENTS, kind
+from ..packs.checks import ROLE_CHECKS
+from .role_rules import ASSIGNMENTS, kind, observed
 
 CAUSE = Cause(
     id='constructor-signature',
@@ -12,6 +13,8 @@ CAUSE = Cause(
     lesson='CS231n assignment 3: the constructors\' signatures are part of the contract the notebook calls.',
     assignments=ASSIGNMENTS,
     mechanism="the constructor called as the contract calls it raises, and its parameters (read by inspect) hold the reference's in another order (kind parameter-order)",
+    observed=tuple(o for role, probes in ROLE_CHECKS.items()
+                   for o in observed(role, tuple(p for p, _, _ in probes), ("parameter-order",))),
 )
 
 

@@ -1,6 +1,6 @@
 """The layer is random in eval mode or never drops in training (a role probe's cause: the layer role)."""
 from .base import Cause
-from .role_rules import ASSIGNMENTS, observed, rule
+from .role_rules import ASSIGNMENTS, failed, observed, rule
 
 KINDS = ('dropout-in-eval', 'dropout-missing')
 
@@ -17,4 +17,12 @@ CAUSE = Cause(
     observed=observed('layer', ('dropout',), KINDS),
 )
 
-diagnose = rule('layer', ('dropout',), KINDS, explains=('reference',))
+_rule = rule('layer', ('dropout',), KINDS, explains=('reference',))
+
+
+def diagnose(ev):
+    """The layer's own dropout, unless its attention is random in eval itself (attention-dropout-in-eval names
+    that, and explains the layer's failures)."""
+    if any(failed(ev, "attention", "eval-determinism")):
+        return None
+    return _rule(ev)

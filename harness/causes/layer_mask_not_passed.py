@@ -1,6 +1,6 @@
 """The layer never hands its mask to its attention (a role probe's cause: any pack binding the layer role)."""
 from .base import Cause
-from .role_rules import ASSIGNMENTS, observed, rule
+from .role_rules import ASSIGNMENTS, model_leaks, observed, rule
 
 CAUSE = Cause(
     id='layer-mask-not-passed',
@@ -15,4 +15,4 @@ CAUSE = Cause(
     observed=observed('layer', ('mask',), ('not-passed',)),
 )
 
-diagnose = rule('layer', ('mask',), ('not-passed',), explains=('reference',))
+diagnose = rule('layer', ('mask',), ('not-passed',), explains=('reference',), also=model_leaks)

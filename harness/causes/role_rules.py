@@ -66,3 +66,9 @@ def model_leaks(ev, component: str) -> list[str]:
     return [c["id"] for c in failed(ev, "model", "causal") if kind(c) in ("attention-ignores-mask", "inverted")] + \
         [c["id"] for c in failed(ev, "model", "causal") if c.get("measured") == "nan"] + \
         [c["id"] for c in failed(ev, "model", "reference")]
+
+
+def layer_failures(ev, component: str) -> list[str]:
+    """The layers' failed checks an attention's own bug explains (they call the attention): their dropout, mask and
+    reference comparisons."""
+    return [c["id"] for probe in ("dropout", "mask", "reference") for c in failed(ev, "layer", probe)]
