@@ -1,6 +1,6 @@
 """The layer is random in eval mode or never drops in training (a role probe's cause: the layer role)."""
 from .base import Cause
-from .role_rules import ASSIGNMENTS, failed, observed, rule
+from .role_rules import ASSIGNMENTS, attention_unwritten, failed, observed, rule
 
 KINDS = ('dropout-in-eval', 'dropout-missing')
 
@@ -22,7 +22,7 @@ _rule = rule('layer', ('dropout',), KINDS, explains=('reference',))
 
 def diagnose(ev):
     """The layer's own dropout, unless its attention is random in eval itself (attention-dropout-in-eval names
-    that, and explains the layer's failures)."""
-    if any(failed(ev, "attention", "eval-determinism")):
+    that, and explains the layer's failures) or is still the starter (a placeholder torch.empty is random too)."""
+    if any(failed(ev, "attention", "eval-determinism")) or attention_unwritten(ev):
         return None
     return _rule(ev)

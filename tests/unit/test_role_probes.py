@@ -83,3 +83,28 @@ def test_each_mutant_fails_its_probe_and_is_named_at_its_line(tmp_path, mutant):
               if any(e.new.strip() and e.new.strip().splitlines()[0] in line for e in mutant.edits)]
     assert first["location"]["file"] == KEY
     assert any(abs(first["location"]["line"] - n) <= 1 for n in edited), (first["location"], edited)
+
+
+# correct counterparts of the new properties: edits of the reference that keep its function stay clean
+COUNTERPARTS = {
+    # a (1, T, T) causal mask into an attention that lets masked_fill broadcast it
+    "batched-mask-broadcast": [("tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))",
+                                "tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))"
+                                "[None]")],
+    # the positional module's output used as returned, in two statements
+    "pe-two-statements": [("words = self.positional_encoding(self.embedding(captions))",
+                           "words = self.embedding(captions)\n        words = self.positional_encoding(words)")],
+    # the encoder layer's mask passed by position, its default None written with a type hint
+    "layer-mask-hinted": [("def forward(self, src, src_mask=None):\n        a = ",
+                           "def forward(self, src, src_mask: torch.Tensor | None = None):\n        a = ")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTERPARTS))
+def test_correct_counterparts_stay_clean(tmp_path, name):
+    from mutants.model import Edit, apply_edits
+    text = apply_edits(open(ref_module.__file__).read(), tuple(Edit(o, n) for o, n in COUNTERPARTS[name]))
+    checks = _checks(_load(tmp_path, text), text, {"CaptioningTransformer", "MultiHeadAttention",
+                                                   "TransformerEncoderLayer"})
+    assert {c["status"] for c in checks} == {"pass"}, [(c["id"], c["detail"]) for c in checks if c["status"] != "pass"]
+    assert engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY}) == []
