@@ -108,3 +108,23 @@ def test_correct_counterparts_stay_clean(tmp_path, name):
                                                    "TransformerEncoderLayer"})
     assert {c["status"] for c in checks} == {"pass"}, [(c["id"], c["detail"]) for c in checks if c["status"] != "pass"]
     assert engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY}) == []
+
+
+@pytest.mark.parametrize("shape,status", [("TxS", "skip"), ("NxTxS", "fail")])
+def test_a_batched_mask_is_a_note_unless_the_pack_declares_one(tmp_path, shape, status):
+    """The attention that adds two axes whatever the mask's rank: a robustness note where the course's mask is
+    (S, T), a problem where the pack's Mask declares leading axes; at the statement that reshapes the mask."""
+    import dataclasses
+    mutant = next(m for m in MUTANTS if m.id == "cs231n-mask-batched")
+    text = mutant.source()
+    module = _load(tmp_path, text)
+    b = next(b for b in PACK.bindings if b.role == "attention")
+    b = dataclasses.replace(b, mask=dataclasses.replace(b.mask, shape=shape))
+    probe = next(p for p in ROLE_PROBES["attention"] if p.id == "mask-batched")
+    got = probe.fn(RoleContext(b, _resolve(module, b.target), _resolve(ref_module, b.target), 0, "cpu", False,
+                               {KEY: text}))[0]
+    assert got["status"] == status and got["data"]["mechanism"]["kind"] == "batch-axes", got
+    line = text.splitlines()[got["location"]["line"] - 1]
+    assert "attn_mask[None, None]" in line
+    diagnoses = engine.diagnose({"assignment": PACK.name, "checks": [got], "submission": KEY})
+    assert [d["id"] for d in diagnoses if d["confidence"] >= 0.5] == (["mask-batch-axes"] if status == "fail" else [])
