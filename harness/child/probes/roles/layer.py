@@ -11,7 +11,7 @@ import torch
 from . import bounds, observe
 from .attention import encode, kinds
 from .support import (StudentFailure, assigned_before, build, calls, diff, guarded, lines_reading, make, method,
-                      params, randn, run, trace, twin)
+                      params, randn, received_mask, run, trace, twin)
 
 
 def sizes(rctx):
@@ -139,23 +139,6 @@ def reference(rctx):
                 kind, text, line = "module", f"{name}'s output differs from the reference's", call_line(rctx, name)
                 break
     return [make(rctx, "reference", "fail", d, expected, text, {"mechanism": {"kind": kind, "text": text}}, line)]
-
-
-def received_mask(m, mask, call_) -> bool:
-    """Whether any submodule was handed the layer's mask (positionally or by keyword)."""
-    got = []
-
-    def pre(mod, args, kwargs):
-        if any(isinstance(a, torch.Tensor) and a.shape == mask.shape and torch.equal(a, mask)
-               for a in list(args) + list(kwargs.values())):
-            got.append(mod)
-    hs = [sub.register_forward_pre_hook(pre, with_kwargs=True) for sub in m.modules() if sub is not m]
-    try:
-        call_()
-    finally:
-        for h in hs:
-            h.remove()
-    return bool(got)
 
 
 @guarded("mask")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from . import bounds
 from .support import (assigned_before, build, calls, diff, guarded, lines_reading, make, method, owner_class, randn,
-                      run, trace, twin)
+                      run, run_child, trace, twin)
 
 
 def vocabulary(v: int) -> dict:
@@ -161,8 +161,7 @@ def added_once(rctx):
                 continue
             if diff(in_x, out_a + in_a) > bounds.SAME or diff(in_x, out_a) <= bounds.SAME:
                 continue
-            sub = dict(m.named_children())[name_a]
-            table = run(rctx, f"{rctx.binding.component}.{name_a}", sub, torch.zeros_like(in_a))
+            table = run_child(rctx, m, name_a, torch.zeros_like(in_a))
             if diff(out_a, in_a + table) > bounds.SAME:
                 continue                    # a residual around a block that does not add its input: legitimate
             text = f"{name_x} is given {name_a}'s output plus {name_a}'s input again: {name_a} already adds its " \

@@ -286,6 +286,28 @@ def assigned_before(rctx, name: str) -> int | None:
     return hits[0].lineno
 
 
+def received_mask(m, mask, call_) -> bool:
+    """Whether any submodule was handed the layer's mask (positionally or by keyword)."""
+    got = []
+
+    def pre(mod, args, kwargs):
+        if any(isinstance(a, torch.Tensor) and a.shape == mask.shape and torch.equal(a, mask)
+               for a in list(args) + list(kwargs.values())):
+            got.append(mod)
+    hs = [sub.register_forward_pre_hook(pre, with_kwargs=True) for sub in m.modules() if sub is not m]
+    try:
+        call_()
+    finally:
+        for h in hs:
+            h.remove()
+    return bool(got)
+
+
+def run_child(rctx, m, name: str, x):
+    """The module's child `name` (a direct submodule) run on x, as student code."""
+    return run(rctx, f"{rctx.binding.component}.{name}", dict(m.named_children())[name], x)
+
+
 # -- checks -------------------------------------------------------------------------------------------------------
 def make(rctx, pid: str, status: str, measured=None, expected: str = "", detail: str = "", data=None,
          line: int | None = None) -> dict:
