@@ -20,6 +20,8 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
 from . import (attention_dropout_in_eval, attention_dropout_misplaced, attention_mask_ignored, attention_mask_inverted,
                attention_mask_misapplied, attention_mask_nan, positional_dropout_lost, positional_dtype_cast, attention_scale_missing, causal_mask_wrong, heads_merged_wrong,
                positional_in_place, positional_not_added, positional_table_wrong, value_from_key)
+from . import (constructor_signature, layer_dropout_wrong, layer_fails_without_mask, layer_mask_not_passed,
+               layer_sublayer_order, mask_batch_axes, positional_added_twice)
 from ..assignments import REPOSITORY
 from .base import Cause
 
@@ -38,10 +40,12 @@ RULES = (
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
     feed_forward_linear, causal_flag_ignored,
     # the generic role probes' causes (any pack): a random eval pass first, then the mechanisms that explain others
+    constructor_signature,   # a piece that cannot be built as the contract builds it: every check of it errs
     attention_dropout_in_eval, heads_merged_wrong, attention_mask_nan, attention_mask_inverted,
     attention_mask_ignored, value_from_key, attention_scale_missing, attention_dropout_misplaced,
     positional_not_added, positional_in_place, positional_table_wrong, positional_dtype_cast, positional_dropout_lost,
-    causal_mask_wrong, attention_mask_misapplied,
+    mask_batch_axes, causal_mask_wrong, attention_mask_misapplied, positional_added_twice,
+    layer_fails_without_mask, layer_mask_not_passed, layer_sublayer_order, layer_dropout_wrong,
     piece_absent, piece_not_implemented,   # a pack's assignment (any pack): pieces not there, not written yet
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure
     check_not_measured,  # last: a required check that could not be measured

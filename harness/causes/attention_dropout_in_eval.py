@@ -1,6 +1,6 @@
 """Attention dropout active in eval mode (a role probe's cause: any pack binding the attention role)."""
 from .base import Cause
-from .role_rules import ASSIGNMENTS, observed, rule
+from .role_rules import ASSIGNMENTS, layer_failures, observed, rule
 
 CAUSE = Cause(
     id='attention-dropout-in-eval',
@@ -15,4 +15,4 @@ CAUSE = Cause(
     observed=observed('attention', ('eval-determinism',), ('dropout-in-eval',)),
 )
 
-diagnose = rule('attention', ('eval-determinism',), ('dropout-in-eval',), explains=('mask-float', 'mask-bool', 'causal', 'batch', 'permutation', 'inputs', 'scale', 'reference'))
+diagnose = rule('attention', ('eval-determinism',), ('dropout-in-eval',), explains=('mask-float', 'mask-bool', 'causal', 'batch', 'permutation', 'inputs', 'scale', 'reference'), also=layer_failures)

@@ -63,6 +63,25 @@ def rule(role: str, probes: tuple[str, ...], kinds: tuple[str, ...], explains: t
 def model_leaks(ev, component: str) -> list[str]:
     """A model's causal check that failed although the mask it passes is right (or with NaN): the attention's
     masking explains it."""
-    return [c["id"] for c in failed(ev, "model", "causal") if kind(c) in ("attention-ignores-mask", "inverted")] + \
+    return [c["id"] for c in failed(ev, "model", "causal") if kind(c) in ("attention-ignores-mask", "inverted",
+                                                                                "batched-mask")] + \
         [c["id"] for c in failed(ev, "model", "causal") if c.get("measured") == "nan"] + \
         [c["id"] for c in failed(ev, "model", "reference")]
+
+
+def layer_failures(ev, component: str) -> list[str]:
+    """The layers' failed checks an attention's own bug explains (they call the attention): their dropout, mask and
+    reference comparisons."""
+    return [c["id"] for probe in ("dropout", "mask", "reference") for c in failed(ev, "layer", probe)]
+
+
+def attention_unwritten(ev) -> bool:
+    """A component bound to the attention role is still the starter (its checks skipped as not implemented, by
+    the pack's loader or by the role probe)."""
+    bound = {b.component for p in BUILTIN for b in p.bindings if b.role == "attention"}
+    for c in ev.by_id.values():
+        d = c.get("data") or {}
+        if (d.get("role") == "attention" or d.get("component") in bound) and \
+                (d.get("not_implemented") or d.get("kind") == "not-implemented"):
+            return True
+    return False

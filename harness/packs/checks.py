@@ -15,6 +15,8 @@ ROLE_CHECKS: dict[str, tuple[tuple[str, str, str], ...]] = {
                        "convention", "0 blocked pairs move, 0 allowed pairs stay"),
         ("mask-bool", "the same with a bool mask", "0 blocked pairs move, 0 allowed pairs stay"),
         ("causal", "the same with a lower-triangular mask in self-attention", "0 later keys move an earlier query"),
+        ("mask-batched", "the output under a (1, S, T) and an (N, S, T) copy of the mask against the (S, T) one "
+                         "(a robustness note where the pack's Mask is (S, T))", "within 1e-5"),
         ("batch", "example 0's output when example 1 changes", "moves by <= 1e-5"),
         ("permutation", "keys reordered: output unchanged; queries reordered: output reordered", "within 1e-5"),
         ("eval-determinism", "two eval-mode passes with dropout 0.5", "identical"),
@@ -36,8 +38,19 @@ ROLE_CHECKS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("causal", "earlier positions' scores when a later caption token changes; the mask the model passes",
          "< 1% of a later position's change; the lower triangle"),
         ("uses-image", "how far the scores move with other image features", "> 1e-4"),
+        ("added-once", "each submodule's input against an additive submodule's output plus its input again",
+         "never equal"),
         ("gradients", "parameters the reference trains that get no gradient", "0"),
         ("reference", "the scores against the reference's given the same weights", "within 1e-5"),
+    ),
+    "layer": (
+        ("call", "the layer called with its mask and without it (the mask's default)", "a tensor of x's shape both "
+                 "times"),
+        ("reference", "the output against the reference's given the same weights, in eval; the submodules' order",
+         "within 1e-5"),
+        ("mask", "earlier positions' outputs when a later position changes, under the lower-triangular mask",
+         "move by <= 1e-5"),
+        ("dropout", "two eval passes with dropout 0.5; two training passes", "identical; different"),
     ),
     "sampler": (
         ("sample", "the sampled words' shape, dtype, determinism and the reference's words", "all hold"),

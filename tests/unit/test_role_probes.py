@@ -14,7 +14,7 @@ from harness.causes import BY_ID
 from harness.child.probes.roles import ROLE_PROBES, RoleContext
 from harness.packs.checks import ROLE_CHECKS
 from harness.packs.cs231n import reference as ref_module
-from harness.packs.cs231n.mutants import EXPECTED, MUTANTS
+from harness.packs.cs231n.mutants import ALSO, ERRORS, EXPECTED, MUTANTS
 from harness.packs.cs231n.pack import PACK
 
 KEY = "cs231n/transformer_layers.py"
@@ -71,9 +71,9 @@ def test_the_reference_is_clean(tmp_path):
 def test_each_mutant_fails_its_probe_and_is_named_at_its_line(tmp_path, mutant):
     text = mutant.source()
     component, probe, mech = EXPECTED[mutant.id]
-    checks = _checks(_load(tmp_path, text), text, {component})
+    checks = _checks(_load(tmp_path, text), text, {component, *ALSO.get(mutant.id, ())})
     got = {c["id"]: c for c in checks}[f"{component}.{probe}"]
-    assert got["status"] == "fail", got
+    assert got["status"] == ("error" if mutant.id in ERRORS else "fail"), got
     assert got["data"]["mechanism"]["kind"] == mech, got
     diagnoses = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})
     first = diagnoses[0]
@@ -83,3 +83,48 @@ def test_each_mutant_fails_its_probe_and_is_named_at_its_line(tmp_path, mutant):
               if any(e.new.strip() and e.new.strip().splitlines()[0] in line for e in mutant.edits)]
     assert first["location"]["file"] == KEY
     assert any(abs(first["location"]["line"] - n) <= 1 for n in edited), (first["location"], edited)
+
+
+# correct counterparts of the new properties: edits of the reference that keep its function stay clean
+COUNTERPARTS = {
+    # a (1, T, T) causal mask into an attention that lets masked_fill broadcast it
+    "batched-mask-broadcast": [("tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))",
+                                "tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))"
+                                "[None]")],
+    # the positional module's output used as returned, in two statements
+    "pe-two-statements": [("words = self.positional_encoding(self.embedding(captions))",
+                           "words = self.embedding(captions)\n        words = self.positional_encoding(words)")],
+    # the encoder layer's mask passed by position, its default None written with a type hint
+    "layer-mask-hinted": [("def forward(self, src, src_mask=None):\n        a = ",
+                           "def forward(self, src, src_mask: torch.Tensor | None = None):\n        a = ")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTERPARTS))
+def test_correct_counterparts_stay_clean(tmp_path, name):
+    from mutants.model import Edit, apply_edits
+    text = apply_edits(open(ref_module.__file__).read(), tuple(Edit(o, n) for o, n in COUNTERPARTS[name]))
+    checks = _checks(_load(tmp_path, text), text, {"CaptioningTransformer", "MultiHeadAttention",
+                                                   "TransformerEncoderLayer"})
+    assert {c["status"] for c in checks} == {"pass"}, [(c["id"], c["detail"]) for c in checks if c["status"] != "pass"]
+    assert engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY}) == []
+
+
+@pytest.mark.parametrize("shape,status", [("TxS", "skip"), ("NxTxS", "fail")])
+def test_a_batched_mask_is_a_note_unless_the_pack_declares_one(tmp_path, shape, status):
+    """The attention that adds two axes whatever the mask's rank: a robustness note where the course's mask is
+    (S, T), a problem where the pack's Mask declares leading axes; at the statement that reshapes the mask."""
+    import dataclasses
+    mutant = next(m for m in MUTANTS if m.id == "cs231n-mask-batched")
+    text = mutant.source()
+    module = _load(tmp_path, text)
+    b = next(b for b in PACK.bindings if b.role == "attention")
+    b = dataclasses.replace(b, mask=dataclasses.replace(b.mask, shape=shape))
+    probe = next(p for p in ROLE_PROBES["attention"] if p.id == "mask-batched")
+    got = probe.fn(RoleContext(b, _resolve(module, b.target), _resolve(ref_module, b.target), 0, "cpu", False,
+                               {KEY: text}))[0]
+    assert got["status"] == status and got["data"]["mechanism"]["kind"] == "batch-axes", got
+    line = text.splitlines()[got["location"]["line"] - 1]
+    assert "attn_mask[None, None]" in line
+    diagnoses = engine.diagnose({"assignment": PACK.name, "checks": [got], "submission": KEY})
+    assert [d["id"] for d in diagnoses if d["confidence"] >= 0.5] == (["mask-batch-axes"] if status == "fail" else [])

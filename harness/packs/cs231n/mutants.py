@@ -106,6 +106,60 @@ MUTANTS: tuple[Mutant, ...] = (
        "invisible to the course's 2022-2024 captioning check"),
 )
 
+CAUSAL_MASK = "tgt_mask = torch.tril(torch.ones(t, t, device=captions.device, dtype=torch.bool))"
+ENCODER_SELF = "        a = self.self_attn(query=src, key=src, value=src, attn_mask=src_mask)\n" \
+    "        src = self.norm_self(src + self.dropout_self(a))"
+
+MUTANTS += (
+    _m("mask-batched", "mask-batch-axes",
+       [(MASK_FILL, 'scores = scores.masked_fill(attn_mask[None, None] == 0, float("-inf"))'),
+        (CAUSAL_MASK, CAUSAL_MASK + "[None]")],
+       "a (1, T, T) causal mask into an attention that adds two axes whatever the mask's rank",
+       "The model's mask gets a leading axis and the attention unsqueezes two more: masked_fill broadcasts the "
+       "(N, H, T, T) scores to five axes, and merging the heads back mixes the examples and the heads.",
+       "invisible to the course's 2022-2024 captioning check"),
+    _m("pe-added-twice", "positional-added-twice",
+       [("words = self.positional_encoding(self.embedding(captions))",
+         "words = self.embedding(captions)\n        words = words + self.positional_encoding(words)")],
+       "the embedding added onto the positional encoding's output again",
+       "PositionalEncoding.forward already returns x + table; adding x again gives the decoder 2 x embedding + "
+       "table.",
+       "invisible to the course's 2022-2024 captioning check (one linspace for every weight)"),
+    _m("layer-mask-default", "layer-fails-without-mask",
+       [("def forward(self, src, src_mask=None):\n        a = ",
+         "def forward(self, src, src_mask=torch.Tensor | None):\n        a = ")],
+       "the encoder layer's mask default is a type, not None",
+       "Called without a mask, src_mask is the type expression itself: the attention's masked_fill raises.",
+       "invisible to the course's checks (the vision transformer passes the mask explicitly)"),
+    _m("layer-mask-not-passed", "layer-mask-not-passed",
+       [("a = self.self_attn(query=tgt, key=tgt, value=tgt, attn_mask=tgt_mask)",
+         "a = self.self_attn(query=tgt, key=tgt, value=tgt)")],
+       "the decoder layer calls its self-attention without the mask",
+       "tgt_mask is taken and never handed on: every position attends to the later ones.",
+       "the course's decoder-layer check: a relative error, no line"),
+    _m("layer-pre-norm", "layer-sublayer-order",
+       [(ENCODER_SELF, "        h = self.norm_self(src)\n"
+                       "        a = self.self_attn(query=h, key=h, value=h, attn_mask=src_mask)\n"
+                       "        src = src + self.dropout_self(a)")],
+       "the encoder layer normalises before its self-attention (pre-norm)",
+       "The assignment's layer is post-norm, norm(x + sublayer(x)); normalising first computes another function "
+       "with the same weights.",
+       "the course's encoder-layer check: a relative error"),
+    _m("layer-dropout-in-eval", "layer-dropout-wrong",
+       [("return self.norm_ffn(src + self.dropout_ffn(self.ffn(src)))",
+         "return self.norm_ffn(src + torch.dropout(self.ffn(src), self.dropout_ffn.p, True))")],
+       "the encoder layer's feed-forward dropout told it always trains",
+       "torch.dropout(x, p, True) drops in eval mode too: the layer's output is random at inference.",
+       "invisible to checks run in train mode"),
+    _m("constructor-order", "constructor-signature",
+       [("def __init__(self, word_to_idx, input_dim, wordvec_dim, num_heads=4, num_layers=2, max_length=50):",
+         "def __init__(self, input_dim, wordvec_dim, num_heads, num_layers, word_to_idx, max_length=50):")],
+       "the captioning model's constructor takes word_to_idx fifth",
+       "The course builds CaptioningTransformer(word_to_idx, input_dim=..., ...): with word_to_idx moved, the "
+       "dictionary lands in input_dim and input_dim is given twice.",
+       "the course's captioning checks: a TypeError before anything runs"),
+)
+
 # the role probe each mutant must fail (component, probe id, mechanism kind)
 EXPECTED = {
     "cs231n-mask-discarded": ("MultiHeadAttention", "mask-float", "ignored"),
@@ -123,4 +177,15 @@ EXPECTED = {
     "cs231n-pe-dropout-discarded": ("PositionalEncoding", "dropout", "dropout-discarded"),
     "cs231n-causal-upper": ("CaptioningTransformer", "causal", "upper"),
     "cs231n-causal-flipped": ("CaptioningTransformer", "causal", "flipped"),
+    "cs231n-mask-batched": ("CaptioningTransformer", "causal", "batched-mask"),
+    "cs231n-pe-added-twice": ("CaptioningTransformer", "added-once", "added-twice"),
+    "cs231n-layer-mask-default": ("TransformerEncoderLayer", "call", "mask-default"),
+    "cs231n-layer-mask-not-passed": ("TransformerDecoderLayer", "mask", "not-passed"),
+    "cs231n-layer-pre-norm": ("TransformerEncoderLayer", "reference", "order"),
+    "cs231n-layer-dropout-in-eval": ("TransformerEncoderLayer", "dropout", "dropout-in-eval"),
+    "cs231n-constructor-order": ("CaptioningTransformer", "loss-at-init", "parameter-order"),
 }
+# the other components whose checks a mutant's cause reads with the expected one's (the attention's robustness
+# note confirms the model's batched mask); a mutant that cannot be built fails its checks as errors
+ALSO = {"cs231n-mask-batched": ("MultiHeadAttention",)}
+ERRORS = ("cs231n-constructor-order",)

@@ -4,13 +4,14 @@ ROLE_PROBES maps a role to its probes; the pack machinery builds a RoleContext p
 fn(rctx) -> [check], every check's id f"{binding.component}.{probe.id}"."""
 from __future__ import annotations
 
-from . import attention, positional, model
+from . import attention, layer, model, positional
 from .context import RoleContext, RoleProbe
 
 ROLE_PROBES: dict[str, tuple[RoleProbe, ...]] = {
     "attention": tuple(RoleProbe(i, fn, cost) for i, fn, cost in attention.PROBES_SPEC),
     "positional": tuple(RoleProbe(i, fn, cost) for i, fn, cost in positional.PROBES_SPEC),
     "model": tuple(RoleProbe(i, fn, cost) for i, fn, cost in model.PROBES_SPEC),
+    "layer": tuple(RoleProbe(i, fn, cost) for i, fn, cost in layer.PROBES_SPEC),
     "sampler": tuple(RoleProbe(i, fn, cost) for i, fn, cost in model.SAMPLER_SPEC),
 }
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from . import bounds, observe
-from .support import (build, calls, diff, discarded, guarded, lines_reading, make, method, params, randn, run,
-                      twin)
+from .support import (StudentFailure, build, calls, diff, discarded, guarded, lines_reading, make, method, params,
+                      randn, run, twin)
 
 
 def sizes(rctx):
@@ -103,10 +103,7 @@ def _mask_probe(pid: str, kind: str | None, causal: bool):
             allowed = torch.tril(torch.ones(s, s, dtype=torch.bool))
             q = kv = randn(rctx, n, s, e, offset=1)
         else:
-            g = torch.Generator().manual_seed(rctx.seed + 17)
-            allowed = torch.rand(s, t, generator=g) < 0.5
-            allowed[torch.arange(s), torch.arange(s) % t] = True            # every row attends somewhere
-            allowed[torch.arange(s), (torch.arange(s) + 1) % t] = False     # and blocks something
+            allowed = some_allowed(rctx, s, t)
             q, kv = randn(rctx, n, s, e, offset=1), randn(rctx, n, t, e, offset=2)
         base, moved = moved_by_key(rctx, m, q, kv, encode(rctx, allowed, kind_), causal)
         blocked = ~allowed
@@ -132,6 +129,74 @@ def _mask_probe(pid: str, kind: str | None, causal: bool):
         return [make(rctx, pid, "fail", leaks + missed if not nan else "nan", expected, text,
                      {"mechanism": mechanism, "leaks": leaks, "missed": missed, "mask": kind_}, line)]
     return probe
+
+
+def some_allowed(rctx, s: int, t: int) -> torch.Tensor:
+    """A (query, key) pattern where every query attends somewhere and blocks something."""
+    g = torch.Generator().manual_seed(rctx.seed + 17)
+    allowed = torch.rand(s, t, generator=g) < 0.5
+    allowed[torch.arange(s), torch.arange(s) % t] = True
+    allowed[torch.arange(s), (torch.arange(s) + 1) % t] = False
+    return allowed
+
+
+RESHAPES = ("unsqueeze", "view", "reshape", "expand", "repeat", "expand_as", "broadcast_to")
+
+
+def mask_reshape_line(rctx) -> int | None:
+    """The forward's statement that reshapes the mask: indexes it with None, or unsqueezes/views/expands it."""
+    import ast
+    fwd = method(rctx, "forward")
+    name = (params(fwd) + [None] * 4)[3]
+    if fwd is None or name is None:
+        return None
+    for node in sorted((n for n in ast.walk(fwd) if isinstance(n, ast.stmt)), key=lambda n: n.lineno):
+        if isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.FunctionDef)):
+            continue
+        for x in ast.walk(node):
+            on_mask = isinstance(x, (ast.Subscript, ast.Attribute)) and isinstance(x.value, ast.Name) and \
+                x.value.id == name
+            if on_mask and isinstance(x, ast.Subscript) and any(isinstance(e, ast.Constant) and e.value is None
+                                                                 for e in ast.walk(x.slice)):
+                return node.lineno
+            if on_mask and isinstance(x, ast.Attribute) and x.attr in RESHAPES:
+                return node.lineno
+    return None
+
+
+@guarded("mask-batched")
+def mask_batched(rctx):
+    """A mask with leading batch axes ((1, S, T), (N, S, T)) behaves as the 2-D one: a failure is a problem where
+    the pack's Mask declares such masks, else a robustness note (the course passes (S, T))."""
+    if rctx.binding.mask is None:
+        return [make(rctx, "mask-batched", "skip", detail="the binding declares no mask")]
+    n, s, t, e, _ = sizes(rctx)
+    m = build(rctx)
+    mask = encode(rctx, some_allowed(rctx, s, t), kinds(rctx)[0])
+    q, kv = randn(rctx, n, s, e, offset=1), randn(rctx, n, t, e, offset=2)
+    base = forward(rctx, m, q, kv, kv, mask)
+    expected = "the output under a (1, S, T) and an (N, S, T) copy of the mask equals the output under the (S, T) one"
+    problems, line = [], None
+    for label, batched in (("(1, S, T)", mask[None]), ("(N, S, T)", mask[None].repeat(n, 1, 1))):
+        try:
+            out = forward(rctx, m, q, kv, kv, batched)
+        except StudentFailure as f:
+            problems.append(f"{label}: raises {f}")
+            line = line or f.line
+            continue
+        d = diff(out, base)
+        if d > bounds.SAME:
+            problems.append(f"{label}: the output differs by {d:.3g}" if d == d and d != float("inf") else
+                            f"{label}: the output's shape is {list(out.shape)}")
+    if not problems:
+        return [make(rctx, "mask-batched", "pass", 0, expected)]
+    line = mask_reshape_line(rctx) or line or mask_site(rctx)[0]
+    text = "a mask with leading batch axes is not applied as the 2-D one: " + "; ".join(problems)
+    mech = {"kind": "batch-axes", "text": text}
+    if rctx.binding.mask.shape != "TxS":
+        return [make(rctx, "mask-batched", "fail", len(problems), expected, text, {"mechanism": mech}, line)]
+    return [make(rctx, "mask-batched", "skip", len(problems), expected, "robustness note, not a problem: the "
+                 f"course's mask is (S, T); {text}", {"robustness": True, "mechanism": mech}, line)]
 
 
 @guarded("rows")
@@ -363,7 +428,8 @@ def reference(rctx):
 PROBES_SPEC = (
     ("rows", rows, "quick"), ("mask-float", mask_probe("mask-float", "float", False), "quick"),
     ("mask-bool", mask_probe("mask-bool", "bool", False), "quick"),
-    ("causal", mask_probe("causal", None, True), "quick"), ("batch", batch, "quick"),
+    ("causal", mask_probe("causal", None, True), "quick"), ("mask-batched", mask_batched, "quick"),
+    ("batch", batch, "quick"),
     ("permutation", permutation, "quick"), ("eval-determinism", eval_determinism, "quick"),
     ("dropout", dropout, "quick"), ("inputs", inputs, "quick"), ("scale", scale, "quick"),
     ("reference", reference, "quick"),

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from . import bounds
-from .support import build, calls, diff, guarded, lines_reading, make, method, owner_class, randn, run, twin
+from .support import (assigned_before, build, calls, diff, guarded, lines_reading, make, method, owner_class, randn,
+                      run, run_child, trace, twin)
 
 
 def vocabulary(v: int) -> dict:
@@ -121,6 +122,9 @@ def causal(rctx):
     later = float(moved[p + 1])          # a later position sees token p through attention alone: the leak's scale
     kind = classify(rctx, seen[0] if seen else None, t)
     leaks = leak > bounds.LEAK * later and leak > 0
+    declared_2d = (rctx.binding.mask.shape if rctx.binding.mask else "TxS") == "TxS"
+    if kind == "causal" and leaks and seen and seen[0].dim() > 2 and declared_2d:
+        kind = "batched-mask"       # the right triangle with leading axes the course's (T, T) mask does not have
     expected = f"changing token {p} moves no earlier position's scores (< {bounds.LEAK} of how it moves position " \
         f"{p + 1}'s) and the model's mask is the lower triangle"
     if not leaks and kind != "diagonal-blocked" and not torch.isnan(base).any():
@@ -131,13 +135,41 @@ def causal(rctx):
         text = f"earlier positions see token {p}: the mask the model builds is " + \
             {"upper": "upper-triangular (the future, not the past)", "flipped": "the triangle flipped left-right",
              "all-allowed": "all ones", "no-mask": "never passed", "shape": "not (T, T)",
-             "causal": "right, and the attention does not apply it"}.get(kind, "not the lower triangle")
+             "causal": "right, and the attention does not apply it",
+             "batched-mask": f"the lower triangle with leading axes, {list(seen[0].shape) if seen else []}, where the "
+                             "course's mask is (T, T): the attention mis-broadcasts it"}.get(kind, "not the lower triangle")
     else:
         text = "the model's mask blocks each position's own token (the diagonal)" if kind == "diagonal-blocked" \
             else "the model's mask is not the lower triangle"
     mech = {"kind": kind if kind != "causal" else "attention-ignores-mask", "text": text}
     return [make(rctx, "causal", "fail", float(f"{leak:.3g}") if leak == leak else "nan", expected,
                  text, {"mechanism": mech, "leak": leak, "later": later}, mask_line(rctx, kind))]
+
+
+@guarded("added-once")
+def added_once(rctx):
+    """Each submodule's input is what the earlier ones returned: a submodule that adds its input (a positional
+    encoding: A(x) = x + table) is not added onto that input again (x + A(x) counts x twice)."""
+    m = made(rctx)
+    f, c = inputs(rctx)
+    rows = trace(m, lambda: scores(rctx, m, f, c))
+    expected = "no submodule's input is an additive submodule's output plus that submodule's own input again"
+    for i, (name_x, in_x, _) in enumerate(rows):
+        for name_a, in_a, out_a in rows[:i]:
+            if in_x is None or in_a is None or out_a is None or in_a.shape != out_a.shape or \
+                    in_x.shape != out_a.shape or not in_a.is_floating_point():
+                continue
+            if diff(in_x, out_a + in_a) > bounds.SAME or diff(in_x, out_a) <= bounds.SAME:
+                continue
+            table = run_child(rctx, m, name_a, torch.zeros_like(in_a))
+            if diff(out_a, in_a + table) > bounds.SAME:
+                continue                    # a residual around a block that does not add its input: legitimate
+            text = f"{name_x} is given {name_a}'s output plus {name_a}'s input again: {name_a} already adds its " \
+                f"input (output = input + table), so the input is counted twice"
+            return [make(rctx, "added-once", "fail", round(diff(in_x, out_a), 4), expected, text,
+                         {"mechanism": {"kind": "added-twice", "text": text, "module": name_a, "into": name_x}},
+                         assigned_before(rctx, name_x))]
+    return [make(rctx, "added-once", "pass", 0.0, expected)]
 
 
 @guarded("uses-image")
@@ -270,6 +302,7 @@ def sample(rctx):
 
 
 PROBES_SPEC = (("loss-at-init", loss_at_init, "quick"), ("causal", causal, "quick"),
-               ("uses-image", uses_image, "quick"), ("gradients", gradients, "quick"),
+               ("uses-image", uses_image, "quick"), ("added-once", added_once, "quick"),
+               ("gradients", gradients, "quick"),
                ("reference", reference, "quick"))
 SAMPLER_SPEC = (("sample", sample, "quick"),)

@@ -54,22 +54,55 @@ def init_line(rctx, word: str) -> int | None:
     return hits[0] if hits else (init.lineno if init else None)
 
 
+MODULES = {"torch", "math", "np", "numpy", "self", "F", "nn"}
+
+
+def _names(node) -> set[str]:
+    import ast
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - MODULES
+
+
+def _raises(node) -> bool:
+    import ast
+    return bool(calls(node, "pow", "exp", "power")) or any(isinstance(x, ast.Pow) for x in ast.walk(node))
+
+
+def _targets(st) -> set[str]:
+    """The names a statement writes: `a = ...`, `a[...] = ...`, `a += ...` all write a."""
+    import ast
+    ts = st.targets if isinstance(st, ast.Assign) else [st.target]
+    out = set()
+    for t in ts:
+        for n in ast.walk(t):
+            while isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred)):
+                n = n.value
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+    return out - MODULES
+
+
 def origin_line(rctx, word: str) -> int | None:
-    """The statement that makes the frequency the first `word` (sin/cos) call of __init__ uses: the last
-    assignment before it of a name in its argument that raises to a power (pow, exp, **), else None."""
+    """The statement that makes the frequency the first `word` (sin/cos) call of __init__ uses: walking back from
+    the call through the statements that write what it reads (a backward slice: `a = ...`, `a[...] = ...`,
+    `a += ...`), the latest one that raises to a power (pow, exp, **); else None."""
     import ast
     init = method(rctx, "__init__")
     hits = calls(init, word)
     if not hits:
         return None
-    used = {n.id for n in ast.walk(hits[0]) if isinstance(n, ast.Name)}
-    powers = [n for n in ast.walk(init) if isinstance(n, ast.Assign) and n.lineno < hits[0].lineno and
-              any(isinstance(t, ast.Name) and t.id in used for t in n.targets) and
-              (calls(n, "pow", "exp", "power") or any(isinstance(x, ast.Pow) for x in ast.walk(n)))]
-    if powers:
-        return max(n.lineno for n in powers)
-    return hits[0].lineno if calls(hits[0], "pow", "exp", "power") or \
-        any(isinstance(x, ast.Pow) for x in ast.walk(hits[0])) else None
+    call = hits[0]
+    if _raises(call):
+        return call.lineno
+    wanted = _names(call)
+    writes = sorted((n for n in ast.walk(init) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and
+                     n.value is not None and n.lineno < call.lineno), key=lambda n: -n.lineno)
+    for st in writes:                   # latest first: what the call reads, then what that was made from
+        if not _targets(st) & wanted:
+            continue
+        if _raises(st.value):
+            return st.lineno
+        wanted |= _names(st.value)
+    return None
 
 
 @guarded("formula")

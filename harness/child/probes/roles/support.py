@@ -125,10 +125,16 @@ SHAPE_READS = ("shape", "size", "dtype", "device", "dim", "ndim", "ndimension", 
 
 def uses_inputs(fn: ast.FunctionDef | None) -> bool:
     """The method reads one of its inputs beyond its shape (the course's starters read only x.shape and return an
-    empty tensor): False means not implemented. True when the syntax cannot be read."""
+    empty tensor, or return the input untouched): False means not implemented. True when the syntax cannot be
+    read."""
     if fn is None:
         return True
     names = set(params(fn))
+    body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))
+            and not isinstance(st, ast.Pass)]
+    if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Name) and \
+            body[0].value.id in names:
+        return False            # the starter's `return x`: the input handed back untouched
     parents = {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
@@ -195,6 +201,22 @@ def build(rctx, which: str = "student", *pre, seed_offset: int = 0, **override):
     return m
 
 
+def parameter_order(rctx) -> dict | None:
+    """The student's constructor holds the reference's parameters in another order: the mechanism of a
+    construction that raises (kind parameter-order), else None."""
+    mine_cls, ref_cls = owner_class(rctx.student), owner_class(rctx.reference)
+    try:
+        mine = [p for p in inspect.signature(mine_cls).parameters]
+        ref = [p for p in inspect.signature(ref_cls).parameters]
+    except (TypeError, ValueError):
+        return None
+    shared = [p for p in ref if p in mine]
+    if len(shared) < 2 or shared == [p for p in mine if p in ref]:
+        return None
+    text = f"the constructor takes ({', '.join(mine)}) where the contract's order is ({', '.join(ref)})"
+    return {"kind": "parameter-order", "text": text}
+
+
 def twin(rctx, student_module, *pre, **override):
     """The reference built like the student's, then given the student's weights when their parameter names and
     shapes agree (the course's starters name them): None when they do not."""
@@ -222,6 +244,70 @@ def diff(a, b) -> float:
     return float("nan") if torch.isnan(d).any() else float(d.max()) if d.numel() else 0.0
 
 
+# -- what a module's children are given and return ------------------------------------------------------------
+def trace(m, call_) -> list:
+    """The direct submodules in the order forward calls them: (name, input copy, output copy)."""
+    names = {id(sub): name for name, sub in m.named_children()}
+    seen: list = []
+
+    def pre(mod, args, kwargs):
+        first = next((a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        seen.append([names[id(mod)], None if first is None else first.detach().clone(), None])
+
+    def post(mod, args, kwargs, out):
+        for row in reversed(seen):
+            if row[0] == names[id(mod)] and row[2] is None:
+                row[2] = out.detach().clone() if isinstance(out, torch.Tensor) else None
+                break
+    hs = [sub.register_forward_pre_hook(pre, with_kwargs=True) for _, sub in m.named_children()] + \
+        [sub.register_forward_hook(post, with_kwargs=True) for _, sub in m.named_children()]
+    try:
+        call_()
+    finally:
+        for h in hs:
+            h.remove()
+    return seen
+
+
+def assigned_before(rctx, name: str) -> int | None:
+    """The statement that makes what self.<name> is given: the last assignment of its first argument before the
+    call, else the call."""
+    fwd = method(rctx, "forward")
+    hits = [c for c in calls(fwd, name) if ast.unparse(c.func) == f"self.{name}"]
+    if not hits:
+        return None
+    arg = hits[0].args[0] if hits[0].args else (hits[0].keywords[0].value if hits[0].keywords else None)
+    if isinstance(arg, ast.Name):
+        made = [n.lineno for n in ast.walk(fwd) if isinstance(n, (ast.Assign, ast.AugAssign)) and
+                n.lineno < hits[0].lineno and any(isinstance(t, ast.Name) and t.id == arg.id for t in
+                                                  ast.walk(n.targets[0] if isinstance(n, ast.Assign) else n.target))]
+        if made:
+            return max(made)
+    return hits[0].lineno
+
+
+def received_mask(m, mask, call_) -> bool:
+    """Whether any submodule was handed the layer's mask (positionally or by keyword)."""
+    got = []
+
+    def pre(mod, args, kwargs):
+        if any(isinstance(a, torch.Tensor) and a.shape == mask.shape and torch.equal(a, mask)
+               for a in list(args) + list(kwargs.values())):
+            got.append(mod)
+    hs = [sub.register_forward_pre_hook(pre, with_kwargs=True) for sub in m.modules() if sub is not m]
+    try:
+        call_()
+    finally:
+        for h in hs:
+            h.remove()
+    return bool(got)
+
+
+def run_child(rctx, m, name: str, x):
+    """The module's child `name` (a direct submodule) run on x, as student code."""
+    return run(rctx, f"{rctx.binding.component}.{name}", dict(m.named_children())[name], x)
+
+
 # -- checks -------------------------------------------------------------------------------------------------------
 def make(rctx, pid: str, status: str, measured=None, expected: str = "", detail: str = "", data=None,
          line: int | None = None) -> dict:
@@ -242,8 +328,11 @@ def guarded(pid: str):
             try:
                 return body(rctx)
             except StudentFailure as f:
-                return [make(rctx, pid, "error", None, "", f"{f.where}: {f}",
-                             {"message": str(f), "where": f.where}, f.line)]
+                data = {"message": str(f), "where": f.where}
+                order = parameter_order(rctx) if f.where.endswith("(...)") else None
+                if order:
+                    data["mechanism"] = order
+                return [make(rctx, pid, "error", None, "", f"{f.where}: {f}", data, f.line)]
             except Skip as s:
                 return [make(rctx, pid, "skip", None, "", str(s))]
         return probe
