@@ -123,7 +123,11 @@ def diagnose(result: dict) -> list[dict]:
             found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
+    packed = pack_of(ev.assignment) is not None
     for f, cause in found:
+        cited = {cid for cid in ev.by_id for line in f.evidence if line.startswith(cid + ":")}
+        if packed and cited and cited <= explained:
+            continue        # a pack's: every check it cites a stronger diagnosis already accounts for (folded there)
         evidence = list(f.evidence)
         for cid in f.explains:  # fold this cause's secondary symptoms into its evidence
             c = ev.by_id.get(cid)
