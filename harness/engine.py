@@ -19,6 +19,7 @@ from .checks import DECLARED, component_of
 from .limits import RESULT_MB
 from .readable import cut
 from .outcome import ChildOutcome, stack_line
+from .packs import course
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 
 
@@ -186,6 +187,8 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
+    if packed:       # would the course's own checks have seen it (the pieces' replays of the course's calls)
+        course.annotate(out, result["checks"])
     if assignment_of(ev.assignment).per_component and not assignment_of(ev.assignment).pack:   # lm's order
         out.sort(key=lambda d: lm_order(d, ev))
     return out
