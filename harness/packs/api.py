@@ -87,6 +87,7 @@ class Mask:
 COURSE_MASKS = ("", "causal", "random")         # none; the lower triangle; about half of the pairs blocked
 COURSE_MODES = ("eval", "train")                # train: dropout on, the student's and the reference's runs seeded alike
 COURSE_WEIGHTS = ("seeded", "linspace")         # built from the seed; every parameter one evenly spaced range
+COURSE_DTYPES = ("float32", "float64")          # the parameters' and the inputs' dtype in the course's check
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ class CourseCall:
     """One of the course's own checks of a binding, as the course's notebook or tests make it: the sizes and
     constructor arguments it uses (over the binding's), which call roles it hands the one same tensor (`same`:
     ("query", "key", "value") is self-attention, ("key", "value") attention over other data), the mask, the mode, the
-    weights (`linspace`: every parameter set to torch.linspace(lo, hi) over its entries, `span` = (lo, hi)), and the
-    course's relative-error bar (`rtol`: max |a - b| / max(1e-8, |a| + |b|)). The replay probe calls the student's
+    weights (`linspace`: every parameter set to torch.linspace(lo, hi) over its entries, `span` = (lo, hi)), the
+parameters' and inputs' `dtype` (a course that sets its parameters from float64 arrays runs in float64), and the
+    course's relative-error bar (`rtol`: max |a - b| / max(1e-8, |a| + |b|)); `seed`: its one fixed draw, as the
+    course's check is one fixed draw whatever --seed a check runs with. The replay probe calls the student's
     piece and the reference (given the student's weights) this way: when they agree within the bar, the course's
     check would pass, and a bug found on that piece is one the course's own checks would not have seen."""
     name: str
@@ -106,11 +109,13 @@ class CourseCall:
     mode: str = "eval"
     weights: str = "seeded"
     span: tuple[float, float] = (-1.0, 1.0)
+    dtype: str = "float32"
     rtol: float = 1e-3
+    seed: int = 0               # the check's own fixed draw (weights, inputs, dropout): not the run's --seed
 
     def __post_init__(self):
         for what, value, allowed in (("mask", self.mask, COURSE_MASKS), ("mode", self.mode, COURSE_MODES),
-                                     ("weights", self.weights, COURSE_WEIGHTS)):
+                                     ("weights", self.weights, COURSE_WEIGHTS), ("dtype", self.dtype, COURSE_DTYPES)):
             if value not in allowed:
                 raise ValueError(f"CourseCall.{what} must be one of {allowed}, not {value!r}")
         if not self.rtol > 0:

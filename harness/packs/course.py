@@ -4,7 +4,8 @@ harness/child/probes/roles/course.py) for a pack's diagnoses. Torch-free.
 A binding that declares how the course's checks call it (api.CourseCall) has a check `<component>.course` whose
 `data.course_calls` the child measured: {"visible": bool, "calls": [{"name", "passed", "rel_error" | "problem"}]}.
 It is read here as untrusted data (types and sizes checked; anything else is no measurement). A diagnosis on a
-component whose every course call passes is a real bug the course's own checks would not have seen: the result's
+component whose every course call passes (and no other piece's course call fails unexplained) is a real bug the
+course's own checks would not have seen: the result's
 Diagnosis carries `course_invisible` True (False when they would see it; absent when not measured) and one line
 of evidence saying so, which the terminal, the HTML report and the JSON show.
 """
@@ -51,11 +52,22 @@ def sentence(r: dict) -> str:
 
 
 def annotate(diagnoses: list[dict], checks: list) -> None:
-    """Mark each diagnosis on a component with a measured course replay (in place)."""
+    """Mark each diagnosis on a component with a measured course replay (in place).
+
+    The course's checks see a bug when its piece's own calls fail, or when another piece's calls fail and no
+    diagnosis (at 0.5 or more) of that piece explains why (a course check of a larger piece that uses this one: the
+    captioning model over an attention layer). Only when neither holds would they not have seen it."""
+    replays = {c["id"][:-len(".course")]: r for c in checks if isinstance(c, dict) and isinstance(c.get("id"), str)
+               and c["id"].endswith(".course") for r in [replay_of(checks, c["id"][:-len(".course")])] if r}
+    own = {d.get("component") for d in diagnoses if (d.get("confidence") or 0) >= 0.5}
     for d in diagnoses:
         comp = d.get("component")
-        r = replay_of(checks, comp) if isinstance(comp, str) else None
+        r = replays.get(comp) if isinstance(comp, str) else None
         if r is None:
             continue
-        d["course_invisible"] = not r["visible"]
-        d["evidence"] = list(d.get("evidence") or []) + [sentence(r)]
+        elsewhere = [(c, x) for c, x in replays.items() if c != comp and x["visible"] and c not in own]
+        d["course_invisible"] = not r["visible"] and not elsewhere
+        line = sentence(r) if r["visible"] or not elsewhere else (
+            f"the course's own checks would see it through {elsewhere[0][0]}, without naming a cause: "
+            + sentence(elsewhere[0][1]).split(": ", 1)[1])
+        d["evidence"] = list(d.get("evidence") or []) + [line]

@@ -98,3 +98,17 @@ def test_terminal_and_html_say_the_course_would_not_have_seen_it(tmp_path):
     assert course.UNSEEN[1:] in html.render(result).replace("&#39;", "'")
     seen = dict(diag, course_invisible=False)
     assert course.UNSEEN not in terminal.summary(dict(result, diagnoses=[seen]), color=False, width=200)
+
+
+def test_a_larger_pieces_failing_course_call_sees_the_bug_of_a_piece_it_uses(tmp_path):
+    """The encoding cast to float32 passes the positional check (float32 input) but breaks the course's float64
+    captioning check, and no diagnosis of the captioning model explains that: the course sees it."""
+    m = BY_ID["cs231n-pe-dtype-cast"]
+    text = m.source()
+    replays = _replays(tmp_path, text)
+    assert _visible(replays) == {"PositionalEncoding": False, "MultiHeadAttention": False,
+                                 "CaptioningTransformer": True}
+    checks = _checks(_load(tmp_path, text), text, {"PositionalEncoding"}) + replays
+    first = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})[0]
+    assert first["id"] == m.cause and first["course_invisible"] is False
+    assert any("through CaptioningTransformer" in e for e in first["evidence"])

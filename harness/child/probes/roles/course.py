@@ -2,9 +2,10 @@
 
 A binding's `course` (harness/packs/api.py CourseCall) says how each of the course's own checks calls the piece:
 its sizes and constructor arguments, which inputs it hands the one same tensor (self-attention), its mask, its mode
-and its weights. Each call is made on the student's piece and on the reference given the student's weights (built
-through support.build/twin, as every role probe), with the same inputs and, in train mode, the same seed before
-each pass; the course's check compares with a relative error, and so does this: max |a - b| / max(1e-8, |a| + |b|)
+and its weights. Each call is made on the student's piece and on the reference given the student's parameters (built
+through support.build and run through support.run, as every role probe), with the same inputs and, in train mode, the same seed before
+each pass (the reference keeps its own buffers: a positional table is what the piece computes); the course's check
+compares with a relative error, and so does this: max |a - b| / max(1e-8, |a| + |b|)
 against the call's `rtol`. The piece's check `<component>.course` (status info: a measurement, never a problem by
 itself) holds `data.course_calls` = {"visible", "calls": [{"name", "passed", "rel_error" | "problem"}]}; `visible`
 is true when one call fails (raises, returns another shape, NaN, or differs beyond the bar). The parent
@@ -12,12 +13,16 @@ is true when one call fails (raises, returns another shape, NaN, or differs beyo
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import torch
 
 from ..base import Skip, manual_seed
 from .attention import encode
 from .model import vocabulary
-from .support import DEFAULT, StudentFailure, build, make, owner_class, randn, run, twin
+from .support import DEFAULT, StudentFailure, build, make, owner_class, run
+from .support import randn as _randn
 
 PID = "course"
 
@@ -32,11 +37,25 @@ def rel_error(a, b) -> float:
     return err if err == err else float("inf")      # NaN on either side: the course's check fails too
 
 
-def _linspace(module, span) -> None:
+def _linspace(module, span, dtype) -> None:
+    """Every parameter one evenly spaced range over its entries, in `dtype` (as a course that sets each parameter's
+    data does: its buffers keep theirs)."""
     lo, hi = span
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.linspace(lo, hi, p.numel(), dtype=p.dtype).reshape(p.shape))
+    for p in module.parameters():
+        p.data = torch.linspace(lo, hi, p.numel(), dtype=dtype).reshape(p.shape).to(p.device)
+
+
+def _given(rctx, student, pre, init, dtype):
+    """The reference given the student's parameters (names and shapes must agree), its own buffers kept: a buffer
+    such as a positional table is what the piece computes, and the course compares with its own. None when the
+    parameters do not agree."""
+    ref = build(rctx, "reference", *pre, **init)
+    mine, theirs = dict(student.named_parameters()), dict(ref.named_parameters())
+    if set(mine) != set(theirs) or any(mine[k].shape != theirs[k].shape for k in mine):
+        return None
+    for k, p in theirs.items():
+        p.data = mine[k].detach().clone().to(dtype)
+    return ref
 
 
 def _pre(rctx, shapes) -> tuple:
@@ -45,8 +64,10 @@ def _pre(rctx, shapes) -> tuple:
 
 
 def _inputs(rctx, call, shapes) -> list:
-    """The forward's arguments in the binding's `call` order, as the course's check makes them."""
-    role = rctx.binding.role
+    """The forward's arguments in the binding's `call` order, as the course's check makes them (floats in its
+    dtype)."""
+    role, dt = rctx.binding.role, getattr(torch, call.dtype)
+    randn = functools.partial(_randn, dtype=dt)
     made: dict = {}
     if role == "attention":
         n, s, t, e = shapes.get("N", 1), shapes.get("S", 3), shapes.get("T", 3), shapes.get("E", 8)
@@ -77,13 +98,20 @@ def _inputs(rctx, call, shapes) -> list:
 
 
 def _one(rctx, call) -> dict:
+    rctx = dataclasses.replace(rctx, seed=call.seed)        # the course's check is one fixed draw
     shapes = {**dict(rctx.binding.shapes), **dict(call.shapes)}
     init = {k: (DEFAULT if v is None else v) for k, v in dict(call.init).items()}
     pre = _pre(rctx, shapes)
+    dtype = getattr(torch, call.dtype)
     student = build(rctx, "student", *pre, **init)
-    if call.weights == "linspace":
-        _linspace(student, call.span)
-    ref = twin(rctx, student, *pre, **init)
+    if call.weights == "linspace":          # the same values whatever the parameters are named
+        ref = build(rctx, "reference", *pre, **init)
+        for m in (student, ref):
+            _linspace(m, call.span, dtype)
+    else:
+        for p in student.parameters():
+            p.data = p.data.to(dtype)
+        ref = _given(rctx, student, pre, init, dtype)
     if ref is None:
         raise Skip("the piece's parameters are not named as the reference's: its weights cannot be given to it")
     for m in (student, ref):
