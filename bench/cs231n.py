@@ -204,7 +204,10 @@ def score(labels: list, trees: Path, timeout: float, only: str | None, via: str 
                "seconds": got["seconds"], "error": got.get("error"),
                "diagnoses": [(d["id"], d["confidence"], component_of(d, where), (d.get("location") or {}).get("line"))
                              for d in problems],
-               "failed": sorted(c["id"] for c in got.get("checks", []) if c["status"] in ("fail", "error"))}
+               "failed": sorted(c["id"] for c in got.get("checks", []) if c["status"] in ("fail", "error")),
+               # the pieces whose replay of the course's calls says the course's checks would fail
+               "course_seen": sorted(c["id"] for c in got.get("checks", []) if c["id"].endswith(".course") and
+                                     ((c.get("data") or {}).get("course_calls") or {}).get("visible"))}
         bugs = [b for b in v.get("bugs", []) if not b.get("course_check_only")]
         row["bugs"] = []
         for b in bugs:
@@ -229,6 +232,7 @@ def score(labels: list, trees: Path, timeout: float, only: str | None, via: str 
     pct = (lambda xs: round(100 * sum(xs) / len(xs), 1) if xs else None)
     return {"versions": len(rows),
             "correct": len(correct), "correct_with_problem": sum(bool(r["diagnoses"]) for r in correct),
+            "correct_course_seen": sum(bool(r["course_seen"]) for r in correct),
             "bugs": len(bugs), "named_pct": pct([b["named"] for b in bugs]),
             "in_k_pct": pct([b["in_k"] for b in bugs]), "line_pct": pct([b["line"] for b in bugs]),
             "invisible": sum(b["invisible"] for b in bugs),
