@@ -119,8 +119,11 @@ def _one(rctx, call) -> dict:
     args = _inputs(rctx, call, shapes)
     seed = rctx.seed * 7907 + 577
     manual_seed(seed)
-    with torch.no_grad():
-        expected = ref(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    try:
+        with torch.no_grad():
+            expected = ref(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    except Exception as e:      # noqa: BLE001 (a call the pack declares that its own reference refuses)
+        raise Skip(f"the reference refuses the call {call.name!r}: {type(e).__name__}: {e}"[:300]) from e
     manual_seed(seed)
     try:
         with torch.no_grad():
