@@ -1,6 +1,6 @@
 """Score the CS231n pack on real student code (issue 46, "Done when").
 
-    python bench/cs231n.py [--trees DIR] [--labels JSON] [--only TEXT] [--timeout S] [--via roles|check]
+    python bench/cs231n.py [--trees DIR] [--labels JSON] [--only TEXT] [--kind KIND] [--timeout S] [--via roles|check]
 
 The labels (../shared/realworld/cs231n-calibration.json) name versions of public CS231n assignment-3 forks:
 `correct`, `bug` (per buggy component: its class, the lines read by hand, `course_invisible`,
@@ -14,7 +14,9 @@ makes the student's; the bench then diagnoses with the engine, in its own proces
 
 Scores (course-check-only bugs left out): correct versions with a problem diagnosis (target 0); the buggy class
 named (target >= 90%); among the first k problem diagnoses, k = the version's bugs (>= 80%); the diagnosis on a
-labelled or student-fixed line +-1 (>= 70%); course-invisible bugs flagged (all). Writes
+labelled or student-fixed line +-1 (>= 70%); course-invisible bugs flagged (all), and marked by the report as
+ones the course's own checks would not have seen (Diagnosis.course_invisible), with the visible ones it wrongly
+marks so. `--kind bug` scores only the buggy versions. Writes
 bench/results/cs231n.json.
 """
 from __future__ import annotations
@@ -178,12 +180,13 @@ def run_version(tree: Path, timeout: float) -> dict:
     return payload
 
 
-def score(labels: list, trees: Path, timeout: float, only: str | None, via: str = "roles") -> dict:
+def score(labels: list, trees: Path, timeout: float, only: str | None, via: str = "roles",
+          kinds: tuple[str, ...] = ()) -> dict:
     from harness import engine
     from harness.packs.cs231n.pack import PACK
     rows = []
     for v in labels:
-        if only and only not in v["repo"]:
+        if only and only not in v["repo"] or kinds and v["kind"] not in kinds:
             continue
         tree = tree_dir(trees, v["repo"], v["commit"])
         if not tree.is_dir():
@@ -201,7 +204,10 @@ def score(labels: list, trees: Path, timeout: float, only: str | None, via: str 
                "seconds": got["seconds"], "error": got.get("error"),
                "diagnoses": [(d["id"], d["confidence"], component_of(d, where), (d.get("location") or {}).get("line"))
                              for d in problems],
-               "failed": sorted(c["id"] for c in got.get("checks", []) if c["status"] in ("fail", "error"))}
+               "failed": sorted(c["id"] for c in got.get("checks", []) if c["status"] in ("fail", "error")),
+               # the pieces whose replay of the course's calls says the course's checks would fail
+               "course_seen": sorted(c["id"] for c in got.get("checks", []) if c["id"].endswith(".course") and
+                                     ((c.get("data") or {}).get("course_calls") or {}).get("visible"))}
         bugs = [b for b in v.get("bugs", []) if not b.get("course_check_only")]
         row["bugs"] = []
         for b in bugs:
@@ -211,8 +217,11 @@ def score(labels: list, trees: Path, timeout: float, only: str | None, via: str 
             in_k = b["component"] in comps[:len(bugs)]
             on_line = any(component_of(d, where) == b["component"] and (d.get("location") or {}).get("line") and
                           any(abs(d["location"]["line"] - n) <= 1 for n in lines) for d in problems)
+            # the report's course line (Diagnosis.course_invisible) on a diagnosis of the bug's class
+            marks = [d.get("course_invisible") for d in problems if component_of(d, where) == b["component"]]
             row["bugs"].append({"component": b["component"], "bug": b["bug"][:90],
                                 "invisible": bool(b.get("course_invisible", v.get("course_invisible"))),
+                                "marked": True in marks, "marked_seen": False in marks,
                                 "named": named, "in_k": in_k,
                                 "line": on_line, "lines": sorted(lines)})
         rows.append(row)
@@ -223,10 +232,16 @@ def score(labels: list, trees: Path, timeout: float, only: str | None, via: str 
     pct = (lambda xs: round(100 * sum(xs) / len(xs), 1) if xs else None)
     return {"versions": len(rows),
             "correct": len(correct), "correct_with_problem": sum(bool(r["diagnoses"]) for r in correct),
+            "correct_course_seen": sum(bool(r["course_seen"]) for r in correct),
             "bugs": len(bugs), "named_pct": pct([b["named"] for b in bugs]),
             "in_k_pct": pct([b["in_k"] for b in bugs]), "line_pct": pct([b["line"] for b in bugs]),
             "invisible": sum(b["invisible"] for b in bugs),
             "invisible_flagged": sum(b["invisible"] and b["named"] for b in bugs),
+            # the course replay (Binding.course) against the labels: course-invisible bugs the report says the
+            # course would not have seen, and course-visible ones it wrongly says so of
+            "invisible_marked": sum(b["invisible"] and b["marked"] for b in bugs),
+            "visible_named": sum(not b["invisible"] and b["named"] for b in bugs),
+            "visible_marked_invisible": sum(not b["invisible"] and b["marked"] for b in bugs),
             "errors": sum(bool(r["error"]) for r in rows), "rows": rows}
 
 
@@ -238,6 +253,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--child")
     ap.add_argument("--via", choices=("roles", "check"), default="check")
+    ap.add_argument("--kind", action="append", default=[], help="only versions of this kind (correct, bug, ...)")
     a = ap.parse_args()
     if a.child:
         child(Path(a.child))
@@ -246,7 +262,7 @@ def main() -> int:
     if not trees.is_dir() or not Path(a.labels).is_file():
         print(f"cs231n bench: no trees at {trees} (or no labels at {a.labels}); skipped")
         return 0
-    result = score(json.loads(Path(a.labels).read_text()), trees, a.timeout, a.only, a.via)
+    result = score(json.loads(Path(a.labels).read_text()), trees, a.timeout, a.only, a.via, tuple(a.kind))
     out = ROOT / "bench" / "results" / "cs231n.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -1,7 +1,7 @@
 """Record the goldens of tests/unit/test_goldens.py: each self-test case's and corpus file's child payload and
 the result the parent built from it.
 
-    python bench/record_goldens.py                # every case (reference, lesson, mutants, lm, corpus)
+    python bench/record_goldens.py                # every case (reference, lesson, mutants, lm, packs, corpus)
     python bench/record_goldens.py --only causal  # cases whose name contains the text
 
 The unit test replays a payload through engine.build_result in-process and compares the diagnoses, verdict
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.engine import build_result  # noqa: E402
 from harness.runner import Limits, run_child  # noqa: E402
-from harness.selftest import Case, correct_cases, lm_cases, mutant_cases  # noqa: E402
+from harness.selftest import Case, correct_cases, lm_cases, mutant_cases, pack_cases  # noqa: E402
 
 OUT = ROOT / "tests" / "unit" / "goldens"
 COMMAND = "python bench/record_goldens.py"
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtxdiag-goldens-") as tmp:
-        cases = mutant_cases(Path(tmp)) + lm_cases(Path(tmp)) + correct_cases()  # causes first
+        cases = mutant_cases(Path(tmp)) + lm_cases(Path(tmp)) + pack_cases(Path(tmp)) + correct_cases()  # causes first
         if not args.no_corpus:
             cases += corpus_cases()
         if args.only:

@@ -19,6 +19,7 @@ from .checks import DECLARED, component_of
 from .limits import RESULT_MB
 from .readable import cut
 from .outcome import ChildOutcome, stack_line
+from .packs import course
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 
 
@@ -123,7 +124,11 @@ def diagnose(result: dict) -> list[dict]:
             found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
+    packed = pack_of(ev.assignment) is not None
     for f, cause in found:
+        cited = {cid for cid in ev.by_id for line in f.evidence if line.startswith(cid + ":")}
+        if packed and cited and cited <= explained:
+            continue        # a pack's: every check it cites a stronger diagnosis already accounts for (folded there)
         evidence = list(f.evidence)
         for cid in f.explains:  # fold this cause's secondary symptoms into its evidence
             c = ev.by_id.get(cid)
@@ -182,6 +187,8 @@ def diagnose(result: dict) -> list[dict]:
         if d["location"] and d["location"].get("file") is None:
             d["location"]["file"] = result.get("submission")
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
+    if packed:       # would the course's own checks have seen it (the pieces' replays of the course's calls)
+        course.annotate(out, result["checks"])
     if assignment_of(ev.assignment).per_component and not assignment_of(ev.assignment).pack:   # lm's order
         out.sort(key=lambda d: lm_order(d, ev))
     return out

@@ -285,6 +285,9 @@ class Diagnosis(_Record):
     why: str = ABSENT
     severity: str = ABSENT               # "problem" | "info" (absent in a grader's synthetic row)
     component: str = ABSENT
+    # a pack's diagnosis on a piece replayed as the course's own checks call it (harness/packs/course.py): True when
+    # those checks would pass, so they would not have seen it; False when they would fail; absent when not measured
+    course_invisible: bool = ABSENT
     extra: dict = field(default_factory=dict)
     REQUIRED: ClassVar[tuple] = ("id", "title", "confidence", "evidence", "fix", "location", "why", "severity")
 

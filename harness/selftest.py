@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from .api import check_file
-from .assignments import ALL, AUTO, BLOCK, LM, NAMES, assignment_of
+from .assignments import ALL, AUTO, BLOCK, LM, NAMES, assignment_of, pack_of
 from .runner import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ class Case:
     assignment: str = AUTO
     bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
     component: str | None = None  # lm: the component the mutant's edit is in (the top diagnosis must name it)
-    bug_file: str | None = None   # lm: the repository file the edit is in (the reported file must end with it)
+    bug_file: str | None = None   # lm, packs: the file the edit is in (the reported file must end with it)
 
 
 def changed_lines(before: str, after: str) -> tuple:
@@ -69,6 +69,24 @@ def mutant_cases(tmp: Path, assignment: str | None = None) -> list[Case]:
         text = source(m)
         p.write_text(text)
         out.append(Case(m.id, p, m.cause, m.assignment, changed_lines(reference_source(m.reference), text)))
+    return out
+
+
+def pack_cases(tmp: Path, name: str | None = None) -> list[Case]:
+    """A pack's (every pack's, without `name`) reference as a correct assignment folder and each mutant it declares
+    (Pack.mutants) as the folder of its mutated reference (mutants/packs.py), checked as that pack's assignment."""
+    from mutants import packs, reference_source
+    out = []
+    for pack_name in ([name] if name else list(packs.names())):
+        mutants = packs.of_pack(pack_name)
+        for reference in dict.fromkeys(m.reference for m in mutants):
+            root = packs.write_folder(tmp / f"reference_{pack_name}_{len(out)}",
+                                      packs.reference_files(pack_name, reference))
+            out.append(Case(f"reference/{pack_name}", root, None, pack_name))
+        for m in mutants:
+            lines = changed_lines(reference_source(m.reference), m.source())
+            out.append(Case(m.id, packs.write_folder(tmp / m.id, packs.folder_files(m)), m.cause, pack_name, lines,
+                            bug_file=packs.bug_file(m, lines)))
     return out
 
 
@@ -194,6 +212,10 @@ def selftest(quick, jobs, assignment, only, as_json):
         cases = correct_cases() + mutant_cases(Path(tmp), assignment)
         if assignment_of(assignment).is_repository:   # lm's mutants: a separate registry, checked as repositories
             cases = lm_cases(Path(tmp))
+        elif pack_of(assignment) is not None:         # a pack's: its reference and mutants as assignment folders
+            cases = pack_cases(Path(tmp), assignment)
+        elif assignment is None:
+            cases += pack_cases(Path(tmp))
         elif assignment:
             cases = [c for c in cases if c.assignment in (assignment, AUTO) and
                      (c.assignment != AUTO or assignment in c.name or BLOCK.name not in c.name)]

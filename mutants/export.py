@@ -5,7 +5,8 @@ deterministic shuffle (seeded by SHUFFLE_SEED). ``manifest.json`` and
 ``manifest.csv`` map each file to its mutant id, cause and assignment. Nothing
 is overwritten unless ``force`` is given. An `lm` mutant is written in both of
 its assignment's forms: ``submission_07.py`` (one file) and ``submission_07/``
-(a repository: tests/adapters.py + cs336_basics/), each with a manifest row.
+(a repository: tests/adapters.py + cs336_basics/), each with a manifest row. A pack's mutant is a folder only,
+``submission_07/`` holding the pack's files (mutants/packs.py): a pack's submission is never one file.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from harness.assignments import assignment_of
 
-from . import lm_export
+from . import lm_export, packs
 from .model import Mutant, source
 
 SHUFFLE_SEED = 20240607
@@ -55,6 +56,8 @@ def _manifest_rows(plan: list[tuple[str, Mutant]]) -> list[dict[str, str]]:
     rows = []
     for name, m in plan:
         names = [name] + ([_folder(name) + "/"] if assignment_of(m.assignment).is_repository else [])
+        if packs.is_pack_mutant(m):
+            names = [_folder(name) + "/"]
         rows += [{"file": n, "id": m.id, "cause": m.cause, "assignment": m.assignment,
                   "reference": m.reference} for n in names]
     return rows
@@ -68,8 +71,10 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
     """
     directory = Path(directory)
     plan = plan_export(mutants)
-    targets = [directory / name for name, _ in plan] + [directory / MANIFEST_JSON, directory / MANIFEST_CSV]
-    targets += [directory / _folder(name) for name, m in plan if assignment_of(m.assignment).is_repository]
+    targets = [directory / name for name, m in plan if not packs.is_pack_mutant(m)]
+    targets += [directory / MANIFEST_JSON, directory / MANIFEST_CSV]
+    targets += [directory / _folder(name) for name, m in plan
+                if assignment_of(m.assignment).is_repository or packs.is_pack_mutant(m)]
     existing = [p for p in targets if p.exists()]
     if existing and not force:
         shown = ", ".join(p.name for p in existing[:5]) + (" ..." if len(existing) > 5 else "")
@@ -77,8 +82,11 @@ def export_submissions(directory: str | Path, mutants, force: bool = False) -> l
             f"{len(existing)} file(s) already exist in {directory} ({shown}); "
             "refusing to overwrite them (use --force to replace them)", existing)
     texts = {name: (lm_export.mutant_single_file(m) if assignment_of(m.assignment).is_repository else _as_submission(source(m), m.assignment))
-             for name, m in plan}  # build all before writing
+             for name, m in plan if not packs.is_pack_mutant(m)}  # build all before writing
     for name, m in plan:
+        if packs.is_pack_mutant(m):
+            text = _as_submission(source(m), m.assignment)
+            texts.update({f"{_folder(name)}/{rel}": body for rel, body in packs.folder_files(m, text).items()})
         if assignment_of(m.assignment).is_repository:
             texts.update({f"{_folder(name)}/{path}": text for path, text in lm_export.mutant_repo_files(m).items()})
     rows = _manifest_rows(plan)

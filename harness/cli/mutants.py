@@ -19,11 +19,13 @@ _ASSIGNMENT = click.Choice(list(library.ALL_ASSIGNMENTS))
 
 
 def _select(assignment: str | None) -> list[library.Mutant]:
-    """One assignment's mutants, or every assignment's (the lessons' registry, then lm's) without one."""
+    """One assignment's mutants, or every assignment's (the lessons' registry, lm's, then the packs') without one."""
     if assignment is None:
         return list(library.ALL_MUTANTS)
     if assignment_of(assignment).is_repository:     # lm's own registry (mutants/lm_registry.py)
         return list(library.LM_MUTANTS)
+    if assignment_of(assignment).pack:              # a pack's own (Pack.mutants, mutants/packs.py)
+        return list(library.packs.of_pack(assignment))
     return [m for m in library.MUTANTS if m.assignment == assignment]
 
 
@@ -126,7 +128,8 @@ def export_command(directory: str, assignment: str | None, force: bool) -> None:
     """Write each mutant as an anonymous submission_NN.py plus manifest.json/.csv.
 
     An lm mutant is also written as a repository, submission_NN/ (tests/adapters.py
-    and the package it imports).
+    and the package it imports); a pack's mutant only as its assignment folder,
+    submission_NN/ (the pack's files).
 
     The file names do not reveal the bug; the manifests (for the instructor) map
     each file to its mutant id, cause and assignment.

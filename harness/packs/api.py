@@ -13,7 +13,7 @@ never imports the child side's modules (nor torch) to read a pack.
 
 `Assignment` (what the harness reads of every assignment, built in or packed) is declared here, at the bottom of
 the house: harness/assignments.py imports it and the discovered packs, so a pack module imports only this
-module (`from harness.packs.api import Assignment, Binding, Edition, Mask, Pack`), never harness.assignments.
+module (`from harness.packs.api import Assignment, Binding, CourseCall, Edition, Mask, Pack`), never harness.assignments.
 """
 from __future__ import annotations
 
@@ -82,6 +82,46 @@ class Mask:
             raise ValueError(f"Mask.blocks must be one of {MASK_BLOCKS}, not {self.blocks!r}")
 
 
+# how one of the course's own checks sets a binding up (CourseCall): the mask it passes, the mode it runs in, the
+# weights it gives the piece
+COURSE_MASKS = ("", "causal", "random")         # none; the lower triangle; about half of the pairs blocked
+COURSE_MODES = ("eval", "train")                # train: dropout on, the student's and the reference's runs seeded alike
+COURSE_WEIGHTS = ("seeded", "linspace")         # built from the seed; every parameter one evenly spaced range
+COURSE_DTYPES = ("float32", "float64")          # the parameters' and the inputs' dtype in the course's check
+
+
+@dataclass(frozen=True)
+class CourseCall:
+    """One of the course's own checks of a binding, as the course's notebook or tests make it: the sizes and
+    constructor arguments it uses (over the binding's), which call roles it hands the one same tensor (`same`:
+    ("query", "key", "value") is self-attention, ("key", "value") attention over other data), the mask, the mode, the
+    weights (`linspace`: every parameter set to torch.linspace(lo, hi) over its entries, `span` = (lo, hi)), the
+parameters' and inputs' `dtype` (a course that sets its parameters from float64 arrays runs in float64), and the
+    course's relative-error bar (`rtol`: max |a - b| / max(1e-8, |a| + |b|)); `seed`: its one fixed draw, as the
+    course's check is one fixed draw whatever --seed a check runs with. The replay probe calls the student's
+    piece and the reference (given the student's weights) this way: when they agree within the bar, the course's
+    check would pass, and a bug found on that piece is one the course's own checks would not have seen."""
+    name: str
+    shapes: Mapping = field(default_factory=dict)
+    init: Mapping = field(default_factory=dict)
+    same: tuple[str, ...] = ()
+    mask: str = ""
+    mode: str = "eval"
+    weights: str = "seeded"
+    span: tuple[float, float] = (-1.0, 1.0)
+    dtype: str = "float32"
+    rtol: float = 1e-3
+    seed: int = 0               # the check's own fixed draw (weights, inputs, dropout): not the run's --seed
+
+    def __post_init__(self):
+        for what, value, allowed in (("mask", self.mask, COURSE_MASKS), ("mode", self.mode, COURSE_MODES),
+                                     ("weights", self.weights, COURSE_WEIGHTS), ("dtype", self.dtype, COURSE_DTYPES)):
+            if value not in allowed:
+                raise ValueError(f"CourseCall.{what} must be one of {allowed}, not {value!r}")
+        if not self.rtol > 0:
+            raise ValueError("CourseCall.rtol must be positive")
+
+
 @dataclass(frozen=True)
 class Binding:
     """A piece of the student's code bound to a generic probe role.
@@ -91,7 +131,8 @@ class Binding:
     every diagnosis, the rubric and the report use. `init` the constructor's keyword arguments as the course's
     checks build it; `call` forward's arguments in order, by role ("query", "key", "value", "mask", "x",
     "features", "captions"); `shapes` the sizes the course uses (N batch, S/T lengths, E/D width, H heads, V
-    vocabulary). `editions`: where the piece exists and is the student's (empty: every edition)."""
+    vocabulary). `editions`: where the piece exists and is the student's (empty: every edition). `course`: how the
+course's own checks call it (CourseCall), so that a report can say which bugs those checks would not have seen."""
     role: str
     component: str
     target: str
@@ -102,6 +143,7 @@ class Binding:
     formula: str = ""           # positional: the declared table ("sin-even-cos-odd", ...)
     editions: tuple[str, ...] = ()
     points: float = 0.0         # its share of the grade (the rubric's per-component table)
+    course: tuple[CourseCall, ...] = ()     # how the course's own checks call it (the replay probe, `.course`)
 
     def __post_init__(self):
         if self.role not in ROLES:

@@ -58,15 +58,26 @@ ROLE_CHECKS: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 
+# the replay of the course's own calls (Binding.course), run on a binding that declares them and whose role has probes
+COURSE_CHECK = ("course", "the piece called as the course's own checks call it (Binding.course), against the "
+                          "reference given its weights: would those checks pass", "each call's relative-error bar")
+
+
+def checks_of(b) -> tuple[tuple[str, str, str], ...]:
+    """A binding's (probe id, measures, threshold): its role's, and the course replay's when it declares calls."""
+    own = ROLE_CHECKS.get(b.role, ())
+    return own + ((COURSE_CHECK,) if own and b.course else ())
+
+
 def ids(pack: Pack) -> list[str]:
-    return [f"{b.component}.{pid}" for b in pack.bindings for pid, _, _ in ROLE_CHECKS.get(b.role, ())]
+    return [f"{b.component}.{pid}" for b in pack.bindings for pid, _, _ in checks_of(b)]
 
 
 def declared(pack: Pack) -> dict:
     """{probe id: ((id, measures, threshold, source, component), ...)} for each bound component's checks."""
     out: dict = {}
     for b in pack.bindings:
-        for pid, measures, threshold in ROLE_CHECKS.get(b.role, ()):
+        for pid, measures, threshold in checks_of(b):
             cid = f"{b.component}.{pid}"
             out[cid] = ((cid, f"{b.component}: {measures}", threshold, SOURCE, b.component),)
     return out

@@ -1,8 +1,7 @@
 """The terminal side of a check: a progress line on stderr while it runs, a one-screen summary after.
 
-Colour only on a terminal, never when piped, never with NO_COLOR set (https://no-color.org),
-never with TERM=dumb. The progress line animates (spinner, elapsed seconds) only on a
-terminal; piped, it prints one plain line per phase, which reads well in CI logs.
+Colour only on a terminal, never when piped, never with NO_COLOR set (https://no-color.org), never with TERM=dumb.
+The progress line animates (spinner, elapsed seconds) only on a terminal; piped, one plain line per phase (CI logs).
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import time
 
 from ..assignments import assignment_of
 from ..checks import not_measured
+from ..packs.course import UNSEEN as COURSE_UNSEEN
 from ..readable import cut
 from ..source import SubmissionError, code_cell_numbers, read_source
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
@@ -61,9 +61,7 @@ class Progress:
         self.color = _color(self.stream)
         self.frames = self.FRAMES_UTF8 if _utf8(self.stream) else self.FRAMES_ASCII
         self.name, self.phase_t0, self.n = "starting", self.t0, 0
-        self.interval = interval
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.interval, self._lock, self._stop = interval, threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
         self._done = False
         if self.tty:   # animate from the start: the child takes a few seconds before its first phase
@@ -379,6 +377,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
                     lines += _wrap_code(bar, bar, code, wrap_at, 16)
         if d.get("fix"):
             lines += _wrap("     " + st("fix      ", dim=True), d["fix"], wrap_at, 14)
+        lines += _wrap("     " + st("course   ", dim=True), COURSE_UNSEEN + " (a real bug all the same)", wrap_at, 14) \
+            if d.get("course_invisible") is True else []
     if len(diagnoses) > max_causes:
         rest = ", ".join(clean(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes

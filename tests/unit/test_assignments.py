@@ -83,7 +83,10 @@ def test_everything_that_names_an_assignment_names_a_declared_one():
     # the generic role probes' causes name the built-in packs' assignments (declared by each pack's Pack.assignment)
     from harness.causes.role_rules import BUILTIN
     assert named == set(NAMES) | {p.name for p in BUILTIN}
-    assert mutants.ALL_ASSIGNMENTS == tuple(a.name for a in assignments.BUILT_IN) and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
+    # the built-in assignments, then the packs that declare mutants (Pack.mutants), in discovery's order
+    assert mutants.ALL_ASSIGNMENTS == tuple(a.name for a in assignments.BUILT_IN) + \
+        tuple(p for p in assignments.PACKS if mutants.packs.of_pack(p)) and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
+    assert "cs231n" in mutants.ALL_ASSIGNMENTS
 
 
 def test_report_sections_are_registered_per_assignment():

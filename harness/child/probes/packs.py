@@ -4,7 +4,8 @@ Child side. The plan is built per run from the pack (harness/packs/api.py) and t
 (child/pack_loader.py): for each binding of that edition, the generic probes of its role
 (harness/child/probes/roles/ ROLE_PROBES, each called with a RoleContext: the student's object, the reference's,
 the seed, the device, --quick and the student's file texts) under the check id "<component>.<probe id>". A
-binding whose piece is absent or not implemented gets its probes skipped with that reason
+binding that declares how the course's own checks call it (`Binding.course`) gets one more, `<component>.course`
+(roles/course.py: would those checks pass?). A binding whose piece is absent or not implemented gets its probes skipped with that reason
 (data.kind "absent" / "not-implemented", as lm's components), never a crash.
 """
 from __future__ import annotations
@@ -64,6 +65,13 @@ def role_probes() -> tuple[dict, str]:
     return getattr(roles, "ROLE_PROBES", {}), ""
 
 
+def _course_probe():
+    """The replay of the course's own calls of a binding that declares them (Binding.course; roles/course.py)."""
+    roles = importlib.import_module(ROLES_MODULE)
+    course = importlib.import_module(ROLES_MODULE + ".course")
+    return roles.RoleProbe(course.PID, course.replay, "quick")
+
+
 def _reference(pack, binding):
     if not pack.reference:
         return None
@@ -105,7 +113,7 @@ def plan(pack, edition: str | None, quick: bool, probe_type) -> list:
         if not probes:
             reason = why or f"no generic probe covers the role {b.role!r} yet"
             out.append(probe_type(f"{b.component}.role", _skipped(b, reason), (name,), "static"))
-        for rp in probes:
+        for rp in probes + ((_course_probe(),) if probes and b.course else ()):
             cid, fn = role_probe(b, rp, pack)
             out.append(probe_type(cid, fn, (name,), rp.cost))
     if pack.probes:

@@ -13,7 +13,7 @@ the patch embedding and the vision transformer too). Torch-free data.
 """
 from __future__ import annotations
 
-from ..api import Assignment, Binding, Edition, Mask, Pack
+from ..api import Assignment, Binding, CourseCall, Edition, Mask, Pack
 
 LAYERS = "cs231n/transformer_layers.py"
 MODELS = "cs231n/classifiers/transformer.py"
@@ -25,6 +25,31 @@ ATTENTION_SHAPES = {"N": 2, "S": 4, "T": 6, "E": 8, "H": 2}
 POSITIONAL_SHAPES = {"N": 1, "S": 3, "D": 6}
 CAPTION_SHAPES = {"N": 3, "T": 6, "D": 16, "W": 16, "H": 2, "V": 11, "layers": 2}
 ZERO_BLOCKS = Mask(blocks="zero", dtype="any", shape="TxS")     # (query, key); 0 / False: do not attend
+
+# How the course's notebook checks each piece (its public description: it builds the piece from a fixed seed, calls
+# it on small random data and prints the relative error against expected values printed to four decimals, asking for
+# errors "on the order of e-3 or less", so an error under 1e-2 reads as passing; the values below are ours). The
+# attention check calls self-attention with and without a random mask and attention over other data, the key and
+# value being that same data; the layers are left in training mode (their dropout runs under the seed); the
+# 2022-2024 captioning check sets every parameter to one evenly spaced range of float64 numbers (and so cannot see
+# how the decoder masks, and sees a piece that casts to float32). A bug on a piece whose calls all pass here is one
+# those checks miss.
+COURSE_BAR = 1e-2
+POSITIONAL_COURSE = (CourseCall("the notebook's PositionalEncoding check", shapes={"N": 1, "S": 3, "D": 6},
+                                init={"embed_dim": 6}, mode="train", rtol=COURSE_BAR),)
+ATTENTION_COURSE = (
+    CourseCall("the notebook's self-attention check", shapes={"N": 1, "S": 3, "T": 3, "E": 8},
+               init={"embed_dim": 8, "num_heads": 2}, same=("query", "key", "value"), mode="train", rtol=COURSE_BAR),
+    CourseCall("the notebook's masked self-attention check", shapes={"N": 1, "S": 3, "T": 3, "E": 8},
+               init={"embed_dim": 8, "num_heads": 2}, same=("query", "key", "value"), mask="random", mode="train",
+               rtol=COURSE_BAR),
+    CourseCall("the notebook's attention check (other data as key and value)", shapes={"N": 1, "S": 3, "T": 2,
+               "E": 8}, init={"embed_dim": 8, "num_heads": 2}, same=("key", "value"), mode="train", rtol=COURSE_BAR),
+)
+CAPTIONING_COURSE = (CourseCall("the notebook's CaptioningTransformer check (every weight one evenly spaced range)",
+                                shapes={"N": 3, "T": 3, "D": 20, "V": 4}, init={"input_dim": 20, "wordvec_dim": 30},
+                                weights="linspace", span=(-1.2, 1.1), dtype="float64", mode="eval",
+                                rtol=COURSE_BAR),)
 
 EARLY = ("2021", "2022")
 LATE = ("2025", "2026")
@@ -67,14 +92,14 @@ PACK = Pack(
     bindings=(
         Binding(role="positional", component="PositionalEncoding", target=f"{L}:PositionalEncoding",
                 init={"embed_dim": 6, "dropout": 0.1, "max_len": 12}, call=("x",), shapes=POSITIONAL_SHAPES,
-                formula="sin-even-cos-odd", points=20.0),
+                formula="sin-even-cos-odd", points=20.0, course=POSITIONAL_COURSE),
         Binding(role="attention", component="MultiHeadAttention", target=f"{L}:MultiHeadAttention",
                 init={"embed_dim": 8, "num_heads": 2, "dropout": 0.1}, call=("query", "key", "value", "mask"),
-                shapes=ATTENTION_SHAPES, mask=ZERO_BLOCKS, points=40.0),
+                shapes=ATTENTION_SHAPES, mask=ZERO_BLOCKS, points=40.0, course=ATTENTION_COURSE),
         Binding(role="model", component="CaptioningTransformer", target=f"{M}:CaptioningTransformer",
                 init={"input_dim": 16, "wordvec_dim": 16, "num_heads": 2, "num_layers": 2, "max_length": 30},
                 call=("features", "captions"), shapes=CAPTION_SHAPES, mask=ZERO_BLOCKS, editions=CAPTIONING,
-                points=40.0),
+                points=40.0, course=CAPTIONING_COURSE),
         Binding(role="sampler", component="CaptioningTransformer.sample", target=f"{M}:CaptioningTransformer.sample",
                 init={"input_dim": 16, "wordvec_dim": 16, "num_heads": 2, "num_layers": 2, "max_length": 30},
                 call=("features",), shapes=CAPTION_SHAPES, editions=CAPTIONING),

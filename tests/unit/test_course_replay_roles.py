@@ -1,0 +1,114 @@
+"""Would the course's own checks have seen it? A pack's binding declares how the course calls it (CourseCall); the
+replay probe (harness/child/probes/roles/course.py) calls the student's piece that way against the reference, and
+the parent (harness/packs/course.py) marks a diagnosis on a piece whose course calls all pass as course-invisible.
+On the CS231n pack's reference and mutants, in process: value-from-key and the captioning masks are invisible to the
+course's checks, the inverted mask is not; the mark reaches the JSON (a protocol field), the terminal and the HTML."""
+from __future__ import annotations
+
+import pytest
+
+from harness import engine
+from harness.child.probes.roles import RoleContext
+from harness.child.probes.roles.course import rel_error, replay
+from harness.packs import api, course
+from harness.packs.checks import ids
+from harness.packs.cs231n import reference as ref_module
+from harness.packs.cs231n.mutants import MUTANTS
+from harness.packs.cs231n.pack import PACK
+from harness.protocol import Diagnosis
+from test_role_probes import KEY, _checks, _load, _resolve
+
+BY_ID = {m.id: m for m in MUTANTS}
+COMPONENT = {"cs231n-value-from-key": "MultiHeadAttention", "cs231n-causal-upper": "CaptioningTransformer",
+             "cs231n-causal-flipped": "CaptioningTransformer", "cs231n-mask-inverted": "MultiHeadAttention"}
+
+
+def _replays(tmp_path, text: str) -> list[dict]:
+    module = _load(tmp_path, text)
+    out = []
+    for b in PACK.bindings:
+        if b.course:
+            rctx = RoleContext(b, _resolve(module, b.target), _resolve(ref_module, b.target), 0, "cpu", False,
+                               {KEY: text})
+            out += replay(rctx)
+    return out
+
+
+def _visible(checks: list[dict]) -> dict:
+    return {c["id"].split(".")[0]: c["data"]["course_calls"]["visible"] for c in checks if c["status"] == "info"}
+
+
+def test_the_pack_declares_its_course_calls_and_their_checks():
+    bound = {b.component for b in PACK.bindings if b.course}
+    assert bound == {"PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer"}
+    assert {f"{c}.course" for c in bound} <= set(ids(PACK))
+    attention = PACK.binding("MultiHeadAttention").course
+    assert any(c.same == ("query", "key", "value") and c.mask for c in attention)     # masked self-attention
+    assert all("query" not in c.same for c in attention if c.same != ("query", "key", "value"))
+    with pytest.raises(ValueError):
+        api.CourseCall("bad", mask="sometimes")
+
+
+def test_rel_error_is_the_courses_and_fails_on_nan_and_shape():
+    assert rel_error([1.0, 2.0], [1.0, 2.0]) == 0.0
+    assert rel_error([1.0], [1.002]) == pytest.approx(0.002 / 2.002, rel=1e-4)
+    assert rel_error([float("nan")], [1.0]) == float("inf") and rel_error([1.0], [1.0, 2.0]) == float("inf")
+
+
+def test_the_reference_passes_every_course_call(tmp_path):
+    checks = _replays(tmp_path, open(ref_module.__file__).read())
+    assert _visible(checks) == {"PositionalEncoding": False, "MultiHeadAttention": False,
+                                "CaptioningTransformer": False}
+    assert all(c["rel_error"] is not None and c["rel_error"] <= 1e-6 for x in checks
+               for c in x["data"]["course_calls"]["calls"])
+
+
+@pytest.mark.parametrize("mid,visible", [("cs231n-value-from-key", False), ("cs231n-causal-upper", False),
+                                         ("cs231n-causal-flipped", False), ("cs231n-mask-inverted", True)])
+def test_course_visibility_is_measured_and_marks_the_diagnosis(tmp_path, mid, visible):
+    text, comp = BY_ID[mid].source(), COMPONENT[mid]
+    replays = _replays(tmp_path, text)
+    assert _visible(replays)[comp] is visible
+    checks = _checks(_load(tmp_path, text), text, {comp}) + [c for c in replays if c["id"] == f"{comp}.course"]
+    first = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})[0]
+    assert first["id"] == BY_ID[mid].cause and first["component"] == comp
+    assert first["course_invisible"] is (not visible)
+    assert any(e.startswith(course.UNSEEN) for e in first["evidence"]) is (not visible)
+    assert Diagnosis.from_json(first, strict=True).to_json() == first          # a field of the protocol
+
+
+def test_a_diagnosis_without_a_replay_carries_no_mark_and_lies_are_not_read():
+    d = {"id": "value-from-key", "component": "MultiHeadAttention", "evidence": ["x"]}
+    course.annotate([d], [])
+    assert "course_invisible" not in d
+    lie = {"id": "MultiHeadAttention.course", "status": "info", "data": {"course_calls": {
+        "visible": False, "calls": [{"name": "a", "passed": False, "rel_error": 0.5}]}}}
+    assert course.replay_of([lie], "MultiHeadAttention") is None            # visible contradicts its calls
+    lie["data"]["course_calls"]["calls"][0]["rel_error"] = "big"
+    assert course.replay_of([lie], "MultiHeadAttention") is None
+
+
+def test_terminal_and_html_say_the_course_would_not_have_seen_it(tmp_path):
+    from harness.report import html, terminal
+    diag = {"id": "value-from-key", "title": "The value projection is applied to the key input", "confidence": 0.9,
+            "evidence": ["MultiHeadAttention.inputs: measured 0"], "fix": "v = self.value(value)", "location": None,
+            "why": "", "severity": "problem", "component": "MultiHeadAttention", "course_invisible": True}
+    result = {"assignment": PACK.name, "verdict": "problems", "diagnoses": [diag], "checks": [], "submission": "x"}
+    assert course.UNSEEN in terminal.summary(result, color=False, width=200)
+    assert course.UNSEEN[1:] in html.render(result).replace("&#39;", "'")
+    seen = dict(diag, course_invisible=False)
+    assert course.UNSEEN not in terminal.summary(dict(result, diagnoses=[seen]), color=False, width=200)
+
+
+def test_a_larger_pieces_failing_course_call_sees_the_bug_of_a_piece_it_uses(tmp_path):
+    """The encoding cast to float32 passes the positional check (float32 input) but breaks the course's float64
+    captioning check, and no diagnosis of the captioning model explains that: the course sees it."""
+    m = BY_ID["cs231n-pe-dtype-cast"]
+    text = m.source()
+    replays = _replays(tmp_path, text)
+    assert _visible(replays) == {"PositionalEncoding": False, "MultiHeadAttention": False,
+                                 "CaptioningTransformer": True}
+    checks = _checks(_load(tmp_path, text), text, {"PositionalEncoding"}) + replays
+    first = engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY})[0]
+    assert first["id"] == m.cause and first["course_invisible"] is False
+    assert any("through CaptioningTransformer" in e for e in first["evidence"])
