@@ -31,7 +31,8 @@ class Case:
     assignment: str = AUTO
     bug_lines: tuple = ()         # lines of the mutated file that the mutant's edits changed
     component: str | None = None  # lm: the component the mutant's edit is in (the top diagnosis must name it)
-    bug_file: str | None = None   # lm, packs: the file the edit is in (the reported file must end with it)
+    # lm: the file the edit is in; packs: the files holding an edited class (the reported file must end with one)
+    bug_file: str | tuple[str, ...] | None = None
 
 
 def changed_lines(before: str, after: str) -> tuple:
@@ -138,15 +139,21 @@ def run_cases(cases, quick=False, jobs=1, seed=0, timeout=300.0, on_done=None):
                "file": ((diags[0].get("location") or {}).get("file") if diags else None),
                "bug_lines": list(case.bug_lines), "bug_file": case.bug_file}
         row["line_ok"] = row["line"] in case.bug_lines if case.bug_lines else None
-        if case.bug_file and row["line_ok"]:      # lm: a repository; the line must be in the mutated file
-            row["line_ok"] = str(row["file"] or "").replace("\\", "/").endswith(case.bug_file)
+        if case.bug_file and row["line_ok"]:      # a repository or a pack: the line must be in a mutated file
+            files = case.bug_file if isinstance(case.bug_file, tuple) else (case.bug_file,)
+            row["line_ok"] = any(str(row["file"] or "").replace("\\", "/").endswith(f) for f in files)
         row["ok"] = (row["top"] == case.expected) if case.expected else r["verdict"] == "clean"
         if case.component:            # lm, first round: the top diagnosis names the mutant's component
             row["top_component"] = diags[0].get("component") if diags else None
             row["ok"] = row["top_component"] == case.component
             row["cause_ok"] = row["top"] == case.expected
             row["top"] = f"{row['top']} [{row['top_component']}]"
-        row["second_strong"] = any(c >= 0.5 for _, c in row["others"]) if case.expected else False
+        # a second diagnosis >= 0.5, unless it is the mutant's own cause at another of its edited lines (a
+        # mutant with two edits, e.g. a model's batched mask and the attention that mis-broadcasts it)
+        row["second_strong"] = bool(case.expected) and any(
+            d["confidence"] >= 0.5 and not (d["id"] == case.expected and
+                                            (d.get("location") or {}).get("line") in case.bug_lines)
+            for d in diags[1:])
         if on_done:
             on_done(row)
         return row
@@ -186,7 +193,9 @@ def table(rows, summary) -> str:
             ", ".join(f"{i} {c}" for i, c in r["others"] if c >= 0.5)
         shown = r["line"] if not r.get("bug_file") else f"{str(r.get('file') or '?').split('/')[-1]}:{r['line']}"
         bug = ','.join(map(str, r['bug_lines'][:4]))
-        bug = bug if not r.get("bug_file") else f"{r['bug_file'].split('/')[-1]}:{bug}"
+        named = r.get("bug_file")
+        named = "|".join(named) if isinstance(named, (list, tuple)) else named
+        bug = bug if not named else f"{'|'.join(n.split('/')[-1] for n in named.split('|'))}:{bug}"
         where = "" if not r["expected"] else f"  {shown} ({bug}){'' if r['line_ok'] else ' !'}"
         lines.append(f"{r['case']:{w}}  {exp:28}  {top:28}  {mark:4} {r['seconds']:5.1f}{where}{extra}")
     s = summary

@@ -96,12 +96,23 @@ def write_folder(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def bug_file(m: Mutant, lines: tuple[int, ...]) -> str | None:
-    """The pack path whose binding owns the class the mutant's first edited line is in (the file a diagnosis of it
-    names), or None when no binding's target is that class."""
+def bug_file(m: Mutant, lines: tuple[int, ...]) -> tuple[str, ...] | None:
+    """The pack paths whose bindings own the classes the mutant's edited lines are in (the files a diagnosis of
+    it may name: a mutant with edits in two classes has two), or None when no binding's target is such a class."""
     pack = pack_of(m.assignment)
     if pack is None or not lines:
         return None
+    text = apply_edits(reference_source(m.reference), m.edits, label=m.id)
+    classes = [node for node in ast.parse(text).body if isinstance(node, ast.ClassDef)]
+    owners = {node.name for node in classes for line in lines
+              if node.lineno <= line <= (node.end_lineno or node.lineno)}
+    files: list[str] = []
+    for b in pack.bindings:
+        module, _, qual = b.target.partition(":")
+        rel = module.replace(".", "/") + ".py"
+        if qual.split(".")[0] in owners and rel in pack.files and rel not in files:
+            files.append(rel)
+    return tuple(files) or None
     text = apply_edits(reference_source(m.reference), m.edits, label=m.id)
     owner = next((node.name for node in ast.parse(text).body if isinstance(node, ast.ClassDef)
                   and node.lineno <= lines[0] <= (node.end_lineno or node.lineno)), None)

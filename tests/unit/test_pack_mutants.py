@@ -66,5 +66,6 @@ def test_pack_cases_are_folders_with_the_edits_lines_and_file(tmp_path):
     vk = by["cs231n-value-from-key"]
     lines = (vk.path / "cs231n" / "transformer_layers.py").read_text().splitlines()
     assert vk.expected == "value-from-key" and "self.value(key)" in lines[vk.bug_lines[0] - 1]
-    assert vk.bug_file == "cs231n/transformer_layers.py"
-    assert by["cs231n-causal-upper"].bug_file == "cs231n/classifiers/transformer.py"
+    assert vk.bug_file == ("cs231n/transformer_layers.py",)
+    assert by["cs231n-causal-upper"].bug_file == ("cs231n/classifiers/transformer.py",)
+    assert set(by["cs231n-mask-batched"].bug_file) == {"cs231n/transformer_layers.py", "cs231n/classifiers/transformer.py"}
