@@ -89,16 +89,35 @@ def saturation(ctx):
     scale = _score_scale(ctx)
     unscaled = scale is not None and scale["ratio"] > 2.0
     ok = decl.bound.ok(first) and not unscaled
-    return [check("attn-saturation", "pass" if ok else "fail", rnd(first, 3),
+    # saturated rows while the scores are measured scaled: the first attention's inputs are large (the d2l book's
+    # N(0, 1) embeddings times sqrt(d_model)), a choice of initialisation the scale cannot be blamed for: told, not failed
+    inputs = not ok and scale is not None and not unscaled
+    status = "info" if inputs else "pass" if ok else "fail"
+    return [check("attn-saturation", status, rnd(first, 3),
                   f"{decl.text} (correct implementations: {decl.correct}), and scores scaled by 1/sqrt(d_k)",
                   "mean over rows of the largest attention weight, first attention call, untrained model" +
                   (f"; score std grows x{scale['ratio']:.2f} from d_k=4 to d_k=64 (scaled: x1, unscaled: x4)"
-                   if scale else ""),
+                   if scale else "") +
+                  ("; the scores are scaled, so the rows saturate because the first attention's inputs are large"
+                   if inputs else ""),
                   data={"per_call": [rnd(v, 3) for v in per_call], "scale": scale,
                         "mechanism": {"kind": "unscaled", "text": f"the attention scores' spread grows "
                                       f"x{scale['ratio']:.2f} when d_k goes from 4 to 64 with the same "
                                       f"projections: they are not divided by sqrt(d_k)"} if unscaled else {}},
-                  location=ctx.where(scores[0].line if scores and not ok else None))]
+                  location=ctx.where(scores[0].line if scores and status == "fail" else None))]
+
+
+def _with_masks(module, *tensors):
+    """module(*tensors), with None for every further positional parameter its forward requires (a mask or the d2l
+    book's valid_lens that has no default): the student's own interface, not the contract's, is called."""
+    import inspect
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return module(*tensors)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    missing = [p for p in positional[len(tensors):] if p.default is p.empty]
+    return module(*tensors, *([None] * len(missing)))
 
 
 def _score_scale(ctx):
@@ -122,7 +141,7 @@ def _score_scale(ctx):
         try:
             with ctx.student(f"MultiHeadAttention(64, {h})"):
                 mha = MHA(64, h, **kwargs_for(MHA, dropout=0.0)).to(ctx.device).eval()
-            ops = trace.record(ctx, lambda: mha(xq, xk, xk))
+            ops = trace.record(ctx, lambda: _with_masks(mha, xq, xk, xk))
         except Exception:
             return None                  # another interface: the saturation measurement stands alone
         s = [op.ins[0] for op in ops if op.name == "softmax" and op.ins and op.ins[0].shape[-2:] == (9, 9)]
