@@ -37,3 +37,24 @@ def test_the_same_file_unscaled_fails_with_the_scale_measured(tmp_path):
     assert c["status"] == "fail", c
     assert c["data"]["scale"]["ratio"] > 2.0
     assert c["location"]["line"] == text.splitlines().index("        " + scaled) + 1
+
+
+def _line(path: Path, text: str) -> int:
+    return path.read_text().splitlines().index(text) + 1
+
+
+def test_attention_under_another_interface_is_measured_on_the_whole_model():
+    """The annotated transformer's MultiHeadedAttention(h, d_model) and a head per module (no MultiHeadAttention
+    taking (64, h) and (q, k, v)): the scale is measured on MiniTransformer(h=16) against (h=1). Unscaled, these
+    pre-norm models saturate below the bound (0.61, 0.30), so only the measured scale tells: both were clean."""
+    corpus = ROOT / "tests" / "corpus" / "reversal"
+    for name, made in (("annotated_attention_unscaled", "    scores = torch.matmul(query, key.transpose(-2, -1))"),
+                       ("blog_einsum_unscaled", "        wei = torch.einsum('bqd,bkd->bqk', q, k)       # (B, Tq, Tk)")):
+        path = corpus / "bugs" / f"{name}.py"
+        c = _saturation(path)
+        assert c["status"] == "fail", c
+        assert c["data"]["scale"]["measured_on"].startswith("MiniTransformer") and c["data"]["scale"]["ratio"] > 2.0
+        assert c["location"]["line"] == _line(path, made)
+    for name in ("annotated_style", "scratch_blog_style"):
+        c = _saturation(corpus / "correct" / f"{name}.py")
+        assert c["status"] == "pass" and c["data"]["scale"]["ratio"] <= 2.0, c

@@ -5,6 +5,7 @@ import ast
 
 import torch
 
+from . import locate
 from .base import check, manual_seed
 from .common import EOS, PAD, SOS
 
@@ -80,11 +81,37 @@ def _sampler_line(ctx, missing):
     return None
 
 
+def _written(node: ast.AST, var: str) -> list[ast.Assign]:
+    """The assignments in `node` into a subscript of `var` (`var[i, 1:n + 1] = ...`), in line order."""
+    out = [a for a in ast.walk(node) if isinstance(a, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and locate.root_name(t) == var for t in a.targets)]
+    return sorted(out, key=lambda a: a.lineno)
+
+
+def _body_write(fn: ast.FunctionDef) -> int | None:
+    """The statement that writes the target's body: make_batch returns (src, tgt); of the writes into tgt, the
+    one whose value reads a name that is also written into src (the digits themselves, flipped or not), or src."""
+    ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)]
+    if not ret or len(ret[-1].value.elts) < 2:
+        return None
+    src_var, tgt_var = (locate.root_name(e) for e in ret[-1].value.elts[:2])
+    if not src_var or not tgt_var:
+        return None
+    digits = {n.id for a in _written(fn, src_var) for n in ast.walk(a.value) if isinstance(n, ast.Name)} | {src_var}
+    for a in _written(fn, tgt_var):
+        if any(isinstance(n, ast.Name) and n.id in digits for n in ast.walk(a.value)):
+            return a.lineno
+    return None
+
+
 def _assign_line(ctx):
     """The line in make_batch that writes the body of the target."""
     tree = ast.parse(ctx.source.text)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "make_batch":
+            body = _body_write(node)
+            if body:
+                return body
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript) and \
                         isinstance(sub.value, (ast.Name, ast.Call, ast.Subscript)) and \
