@@ -25,3 +25,14 @@ def test_the_correct_file_passes():
     src = read_source(str(path), path.read_bytes())
     c = data.make_batch(Context(load(src), src, "reversal", seed=0))[0]
     assert c["status"] == "pass" and c["location"] is None
+
+
+def test_a_vectorised_reversal_is_located_at_the_index_that_orders_it():
+    """tgt[:, 1:-1] = rev <- rev = where(real, rev, PAD) <- rev = gather(digits, 1, rev_idx) <- rev_idx: the
+    index statement is where the order is chosen (was the def line)."""
+    path = ROOT / "tests" / "corpus" / "reversal" / "bugs" / "vectorised_batch_not_reversed.py"
+    src = read_source(str(path), path.read_bytes())
+    c = data.make_batch(Context(load(src), src, "reversal", seed=0))[0]
+    assert c["status"] == "fail"
+    want = "    rev_idx = idx.clamp(max=digits.size(1) - 1)"
+    assert c["location"]["line"] == path.read_text().splitlines().index(want) + 1

@@ -97,11 +97,55 @@ def _body_write(fn: ast.FunctionDef) -> int | None:
     src_var, tgt_var = (locate.root_name(e) for e in ret[-1].value.elts[:2])
     if not src_var or not tgt_var:
         return None
-    digits = {n.id for a in _written(fn, src_var) for n in ast.walk(a.value) if isinstance(n, ast.Name)} | {src_var}
+    made = _written(fn, src_var) + [a for a in ast.walk(fn) if isinstance(a, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == src_var for t in a.targets)]
+    digits = {n.id for a in made for n in ast.walk(a.value) if isinstance(n, ast.Name)} | {src_var}
     for a in _written(fn, tgt_var):
-        if any(isinstance(n, ast.Name) and n.id in digits for n in ast.walk(a.value)):
+        names = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+        if names & digits:
             return a.lineno
+        order = _order_line(fn, a, digits)
+        if order:
+            return order
     return None
+
+
+GATHERS = ("gather", "index_select", "take_along_dim", "take")
+
+
+def _order_line(fn: ast.FunctionDef, write: ast.Assign, digits: set, depth: int = 4) -> int | None:
+    """A vectorised make_batch writes the target's body from a variable made from the digits by an index
+    (torch.gather(digits, 1, rev_idx), digits[:, rev_idx]): walking back through the plain assignments from the
+    write, the statement that makes that index is where the order is chosen (a reversal by the batch's length
+    instead of each row's own is wrong there, not where it is copied)."""
+    value, before, var = write.value, write.lineno, None
+    for _ in range(depth):
+        made_as = var
+        var = locate.root_name(value) if not isinstance(value, ast.Call) or not _is_gather(value) else None
+        if isinstance(value, ast.Call) and not _is_gather(value):
+            # rev = torch.where(real, rev, PAD): follow the variable being remade, else the first plain name
+            # argument made earlier
+            names = [a.id for a in value.args if isinstance(a, ast.Name) and a.id not in digits
+                     and locate.assignment_of(fn, a.id, before)]
+            var = made_as if made_as in names else next(iter(names), None)
+        if _is_gather(value) or (isinstance(value, ast.Subscript) and locate.root_name(value) in digits):
+            index = [n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id not in digits
+                     and n.id not in ("torch",)]
+            lines = [locate.assignment_of(fn, n, before) for n in index]
+            lines = [ln for ln in lines if ln]
+            return max(lines) if lines else before
+        if not var:
+            return None
+        line = locate.assignment_of(fn, var, before)
+        node = next((a for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno == line), None)
+        if node is None:
+            return None
+        value, before = node.value, node.lineno
+    return None
+
+
+def _is_gather(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in GATHERS
 
 
 def _assign_line(ctx):

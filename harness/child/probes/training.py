@@ -95,7 +95,7 @@ def _trace(ctx, model, steps, batch_size):
     tap = ForwardTap(model, pre, post)
     h3 = _other_forwards(ctx, model, mech)
     rec = watch(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
-                   only=("cross_entropy", "nll_loss"))
+                   only=("cross_entropy", "nll_loss"), depth=4)     # the callers: a loss in forward()'s target
     losses = StepLosses(rec)
     kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
     t = time.perf_counter()
@@ -197,19 +197,6 @@ class Stub(torch.nn.Module):
 
 
 
-def _loss_lines(ctx, line):
-    """(line of the loss call's target argument, line that defined that target variable)."""
-    call = locate.call_at(ctx, line) if line else None
-    if call is None:
-        return line, None
-    target = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "target"), None)
-    if target is None:
-        return line, None
-    fn = locate.enclosing_function(ctx, line)
-    var = locate.root_name(target)
-    return target.lineno, (locate.assignment_of(fn, var, line) if fn and var else None)
-
-
 def _low_lr_line(min_peak, peak, mech, lr_line, sched_line):
     """Where a schedule that fails comes from: a peak too low while the optimizer's own lr is fine is the
     scheduler's factor (a lambda that multiplies by lr again); else the lr's value; a fine peak reached
@@ -278,7 +265,7 @@ def trace(ctx):
         same = float((target == tgt_in)[real].float().mean())
         shifted = float((target[:, :-1] == tgt_in[:, 1:])[real[:, 1:]].float().mean())
     ok = same is not None and shifted is not None and shifted > 0.95 and same < 0.5
-    target_line, target_def = _loss_lines(ctx, line)
+    target_line, target_def = locate.loss_target_lines(ctx, line, c.lines[1:])
     if not ok:
         from .common import SOS
         # Input starting with SOS means the input is right and the labels are wrong, else the other way round.
