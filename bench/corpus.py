@@ -174,6 +174,43 @@ def score(selected: list[dict], records: list[dict], causes: set[str] | None = N
     return out
 
 
+def per_cause(selected: list[dict], records: list[dict]) -> dict:
+    """Line accuracy (+-1) of the top diagnosis per cause, over the single-line bugs: a catalogue bug counts under
+    its catalogue_cause, another under "off-catalogue: <first acceptable cause>". Each cause: runs, hits, misses
+    (a location off the line), none (no location), and the accuracy over the located runs (issue 48 item 1)."""
+    by_key = {(e["assignment"], e["file"]): e for e in selected}
+    out: dict = {}
+    for r in records:
+        e = by_key[(r["assignment"], r["file"])]
+        if e["kind"] != "bug" or not _single_line(e) or not r["diagnoses"]:
+            continue
+        cause = e.get("catalogue_cause") or "off-catalogue: " + ((e.get("acceptable_causes") or ["-"])[0])
+        row = out.setdefault(cause, {"runs": 0, "hits": 0, "misses": 0, "none": 0, "catalogue": bool(e.get("catalogue_cause"))})
+        row["runs"] += 1
+        hit = _line_hit(e, r["diagnoses"][0].get("location"))
+        row["hits" if hit else "none" if hit is None else "misses"] += 1
+    for row in out.values():
+        located = row["hits"] + row["misses"]
+        row["accuracy"] = round(row["hits"] / located, 3) if located else None
+    return dict(sorted(out.items(), key=lambda kv: (not kv[1]["catalogue"], kv[0])))
+
+
+def per_cause_table(rows: dict) -> str:
+    lines = [f"{'cause (line +-1 of the top diagnosis)':<52} {'hits / located':>15} {'no loc':>7}"]
+    totals = {True: [0, 0, 0], False: [0, 0, 0]}
+    for cause, row in rows.items():
+        located = row["hits"] + row["misses"]
+        acc = "-" if row["accuracy"] is None else f"{row['accuracy']:.0%}"
+        lines.append(f"{cause:<52} {row['hits']:>5} / {located:<3} {acc:>4} {row['none']:>7}")
+        t = totals[row["catalogue"]]
+        t[0], t[1], t[2] = t[0] + row["hits"], t[1] + located, t[2] + row["none"]
+    for cat, name in ((True, "catalogue bugs"), (False, "off-catalogue bugs")):
+        h, n, none = totals[cat]
+        if n or none:
+            lines.append(f"{'all ' + name:<52} {h:>5} / {n:<3} {(f'{h / n:.0%}' if n else '-'):>4} {none:>7}")
+    return "\n".join(lines)
+
+
 def done_when_failures(s: dict) -> list[str]:
     """Issue 11's done-when, on one split's score; [] when met."""
     fails = []
@@ -230,6 +267,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--warm", action="store_true", help="run each check in a fork of a warm worker (as grade)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "corpus.json"))
+    ap.add_argument("--rescore", help="score the runs of an earlier output (its JSON) instead of running checks")
     ap.add_argument("--manifest", help="score another manifest instead (e.g. the blind set in "
                                        "tests/corpus/reversal/unseen/manifest.json); its splits count in 'all'")
     a = ap.parse_args(argv)
@@ -237,13 +275,25 @@ def main(argv=None):
     selected = entries(assignments, a.split, a.only) if not a.manifest else \
         [e for e in load_other_manifest(Path(a.manifest)) if not a.only or a.only in e["file"]]
     t = time.perf_counter()
-    records = run(selected, quick=not a.full, seeds=a.seeds, jobs=a.jobs, timeout=a.timeout,
-                  log=lambda m: print(m, file=sys.stderr, flush=True), warm=a.warm)
+    if a.rescore:
+        records = json.loads(Path(a.rescore).read_text())["runs"]
+        known = {(e["assignment"], e["file"]) for e in selected}
+        records = [r for r in records if (r["assignment"], r["file"]) in known]
+        selected = [e for e in selected if any((e["assignment"], e["file"]) == (r["assignment"], r["file"])
+                                               for r in records)]
+    else:
+        records = run(selected, quick=not a.full, seeds=a.seeds, jobs=a.jobs, timeout=a.timeout,
+                      log=lambda m: print(m, file=sys.stderr, flush=True), warm=a.warm)
     scores = score(selected, records)
+    causes = per_cause(selected, records)
     print(table(scores))
+    print(per_cause_table(causes))
     print(failures_text(scores["all"]))
+    if a.rescore:
+        return 0 if not done_when_failures(scores["all"]) else 1
     write_json_atomic({"quick": not a.full, "seeds": a.seeds, "split": a.split, "assignments": list(assignments),
-                       "seconds": round(time.perf_counter() - t, 1), "scores": scores, "runs": records}, a.out)
+                       "seconds": round(time.perf_counter() - t, 1), "scores": scores, "per_cause": causes,
+                       "runs": records}, a.out)
     print(f"wrote {a.out}")
     return 0 if not done_when_failures(scores["all"]) else 1
 

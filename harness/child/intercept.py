@@ -34,13 +34,13 @@ UNPLACED = ("cross_entropy", "softmax", "sdpa")
 
 
 def watch(path: str, keep_outputs: tuple = ("softmax", "sdpa"), limit: int = 20000, only: tuple | None = None,
-          also: dict | None = None) -> Recorder:
+          also: dict | None = None, depth: int = 1) -> Recorder:
     """A recorder of the WATCHED calls (`only`: just these names) made from the student's file `path`: each an
     Op with its name, line, args and kwargs as given, and its output for the names in keep_outputs.
-    also: more {callable: name} to watch for this recording."""
+    also: more {callable: name} to watch for this recording; depth: the student's frames kept per op."""
     ops = _BY_FUNC if also is None else {**_BY_FUNC, **also}
     return Recorder(path, ops=ops, only=only, limit=limit, unplaced=UNPLACED, outputs="given",
-                    keep_out=keep_outputs, inputs="given")
+                    keep_out=keep_outputs, inputs="given", depth=depth)
 
 
 class LossTap:

@@ -9,7 +9,7 @@ import torch
 from harness.child.loader import load, read_source
 from harness.child.probes import properties
 from harness.child.probes.base import Context
-from harness.child.probes.common import EOS, batch, eval_model, kwargs_for
+from harness.child.probes.common import EOS, PAD, batch, eval_model, kwargs_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +39,19 @@ def test_a_decode_that_picks_another_token_before_eos_still_fails(tmp_path):
     p.write_text(lesson.replace("argmax(-1", "argmin(-1"))
     [c] = properties.decode_consistency(_ctx(p, seed=0))
     assert c["status"] == "fail" and c["data"]["first_token_differs"] == 1
+
+
+def test_a_predicted_pad_is_where_comparison_stops():
+    """The annotated transformer's greedy_decode builds only the causal mask for its prefix; its forward pass also
+    hides PAD keys. An untrained model predicts PAD (seed 0: before any EOS), and from there the two rightly see
+    different keys: a correct file (it was a failure at 0.45)."""
+    ctx = _ctx(ROOT / "tests" / "corpus" / "reversal" / "correct" / "annotated_style.py", seed=0)
+    decode = ctx.need("greedy_decode")
+    src, _ = batch(ctx, 8, 12, 12, seed_offset=45)
+    with torch.no_grad():
+        ys = decode(eval_model(ctx), src, **kwargs_for(decode, max_len=10))[0]
+    pad_before_eos = [row.tolist().index(PAD) for row in ys
+                      if PAD in row.tolist() and (EOS not in row.tolist() or row.tolist().index(PAD) < row.tolist().index(EOS))]
+    assert pad_before_eos, "no PAD predicted before EOS here: the case is not exercised"
+    [c] = properties.decode_consistency(ctx)
+    assert c["status"] == "pass", c

@@ -5,6 +5,7 @@ import ast
 
 import torch
 
+from . import locate
 from .base import check, manual_seed
 from .common import EOS, PAD, SOS
 
@@ -80,11 +81,81 @@ def _sampler_line(ctx, missing):
     return None
 
 
+def _written(node: ast.AST, var: str) -> list[ast.Assign]:
+    """The assignments in `node` into a subscript of `var` (`var[i, 1:n + 1] = ...`), in line order."""
+    out = [a for a in ast.walk(node) if isinstance(a, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and locate.root_name(t) == var for t in a.targets)]
+    return sorted(out, key=lambda a: a.lineno)
+
+
+def _body_write(fn: ast.FunctionDef) -> int | None:
+    """The statement that writes the target's body: make_batch returns (src, tgt); of the writes into tgt, the
+    one whose value reads a name that is also written into src (the digits themselves, flipped or not), or src."""
+    ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)]
+    if not ret or len(ret[-1].value.elts) < 2:
+        return None
+    src_var, tgt_var = (locate.root_name(e) for e in ret[-1].value.elts[:2])
+    if not src_var or not tgt_var:
+        return None
+    made = _written(fn, src_var) + [a for a in ast.walk(fn) if isinstance(a, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == src_var for t in a.targets)]
+    digits = {n.id for a in made for n in ast.walk(a.value) if isinstance(n, ast.Name)} | {src_var}
+    for a in _written(fn, tgt_var):
+        names = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+        if names & digits:
+            return a.lineno
+        order = _order_line(fn, a, digits)
+        if order:
+            return order
+    return None
+
+
+GATHERS = ("gather", "index_select", "take_along_dim", "take")
+
+
+def _order_line(fn: ast.FunctionDef, write: ast.Assign, digits: set, depth: int = 4) -> int | None:
+    """A vectorised make_batch writes the target's body from a variable made from the digits by an index
+    (torch.gather(digits, 1, rev_idx), digits[:, rev_idx]): walking back through the plain assignments from the
+    write, the statement that makes that index is where the order is chosen (a reversal by the batch's length
+    instead of each row's own is wrong there, not where it is copied)."""
+    value, before, var = write.value, write.lineno, None
+    for _ in range(depth):
+        made_as = var
+        var = locate.root_name(value) if not isinstance(value, ast.Call) or not _is_gather(value) else None
+        if isinstance(value, ast.Call) and not _is_gather(value):
+            # rev = torch.where(real, rev, PAD): follow the variable being remade, else the first plain name
+            # argument made earlier
+            names = [a.id for a in value.args if isinstance(a, ast.Name) and a.id not in digits
+                     and locate.assignment_of(fn, a.id, before)]
+            var = made_as if made_as in names else next(iter(names), None)
+        if _is_gather(value) or (isinstance(value, ast.Subscript) and locate.root_name(value) in digits):
+            index = [n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id not in digits
+                     and n.id not in ("torch",)]
+            lines = [locate.assignment_of(fn, n, before) for n in index]
+            lines = [ln for ln in lines if ln]
+            return max(lines) if lines else before
+        if not var:
+            return None
+        line = locate.assignment_of(fn, var, before)
+        node = next((a for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno == line), None)
+        if node is None:
+            return None
+        value, before = node.value, node.lineno
+    return None
+
+
+def _is_gather(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in GATHERS
+
+
 def _assign_line(ctx):
     """The line in make_batch that writes the body of the target."""
     tree = ast.parse(ctx.source.text)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "make_batch":
+            body = _body_write(node)
+            if body:
+                return body
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript) and \
                         isinstance(sub.value, (ast.Name, ast.Call, ast.Subscript)) and \

@@ -27,7 +27,7 @@ def encoder_calls(ctx):
     def counting(*a, **k):
         n[0] += 1
         if a and isinstance(a[0], torch.Tensor):
-            rows[0] += a[0].size(0) if a[0].dim() > 1 else 1
+            rows[0] += _sequences(a[0], src.size(1))
         from .base import caller_line as _caller_line
         lines.append(_caller_line(ctx))
         return real(*a, **k)
@@ -51,6 +51,16 @@ def encoder_calls(ctx):
                                                   "greedy_decode: its dropout was active while decoding",
                     location=None if not model.training else ctx.where(_def_line(ctx, "greedy_decode")))]
     return checks
+
+
+def _sequences(tokens: torch.Tensor, length: int) -> int:
+    """How many source sequences a tensor handed to encode() holds. Its axes are told apart by their length (the
+    probe's sources are `length` long, fewer in number), so batch-first (B, S) and sequence-first (S, B) count
+    alike; a 1-D tensor is one sequence."""
+    if tokens.dim() < 2:
+        return 1
+    other = [n for n in tokens.shape[:2] if n != length]
+    return int(other[0]) if other else int(tokens.size(0))
 
 
 def _def_line(ctx, name):

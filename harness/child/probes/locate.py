@@ -200,3 +200,43 @@ def optimizer_lines(ctx) -> tuple[int | None, int | None]:
     lam = [n for n in ast.walk(sched[0]) if isinstance(n, ast.Lambda)] if sched else []
     sched_line = lam[0].lineno if lam else sched[0].lineno if sched else (opt[0].lineno if opt else None)
     return lr_line, sched_line
+
+
+def loss_target_lines(ctx, line, callers=()):
+    """(line of the loss call's target argument, line that defined that target variable). A target that is a
+    parameter of the function computing the loss (nanoGPT's forward(idx, targets)) is followed to the argument
+    its caller passed (`callers`: the loss op's outer student lines, innermost first) and that one's definition."""
+    call = call_at(ctx, line) if line else None
+    if call is None:
+        return line, None
+    target = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "target"), None)
+    if target is None:
+        return line, None
+    fn = enclosing_function(ctx, line)
+    var = root_name(target)
+    made = assignment_of(fn, var, line) if fn and var else None
+    if made is None and fn is not None and var:
+        made = argument_origin(ctx, fn, var, callers)
+    return target.lineno, made
+
+
+def argument_origin(ctx, fn, var, callers) -> int | None:
+    """Where the value of `fn`'s parameter `var` was made: in the first caller line whose call passes it (by
+    keyword, else by position, `self` left out), the statement that assigned the name passed, else that line."""
+    params = [a.arg for a in fn.args.args]
+    if var not in params:
+        return None
+    pos = params.index(var) - (1 if params and params[0] == "self" else 0)
+    for caller in callers:
+        call = call_at(ctx, caller)
+        if call is None:
+            continue
+        given = next((k.value for k in call.keywords if k.arg == var), None)
+        if given is None and 0 <= pos < len(call.args):
+            given = call.args[pos]
+        name = root_name(given) if given is not None else None
+        if name is None:
+            continue
+        outer = enclosing_function(ctx, caller)
+        return (assignment_of(outer, name, caller) if outer else None) or caller
+    return None

@@ -73,12 +73,17 @@ def fused_mask_state(ops: list, t: int) -> list[dict]:
         if q is None or t not in q.shape:
             continue
         mask, causal = op.kwargs.get("attn_mask"), bool(op.kwargs.get("is_causal"))
-        blocked = None
+        blocked, inverted = None, False
         if isinstance(mask, torch.Tensor) and tuple(mask.shape[-2:]) == (t, t):
             m = mask.reshape(-1, t, t)[0]
+            hidden = m if m.dtype == torch.bool else m < -1e4                  # (t, t) True: the key is blocked
             future = torch.ones(t, t, dtype=torch.bool).triu(1)
-            blocked = bool(m[future].all()) if m.dtype == torch.bool else bool((m[future] < -1e4).all())
-        out.append({"line": op.line, "causal": blocked if blocked is not None else (causal or None)})
+            past = torch.ones(t, t, dtype=torch.bool).tril(-1)
+            blocked = bool(hidden[future].all())
+            # later keys all open and earlier ones all blocked: the triangle is the wrong way round
+            inverted = not bool(hidden[future].any()) and bool(hidden[past].all())
+        out.append({"line": op.line, "causal": blocked if blocked is not None else (causal or None),
+                    "inverted": inverted})
     return out
 
 
@@ -147,6 +152,13 @@ def causal_mechanism(ops: list, t: int) -> dict:
     sm_future = [masses(op.outs[0].double())["future"] for op in softmaxes]
     if not applied:
         fused = fused_mask_state(ops, t)
+        # the calls given a (t, t) mask (the cross-attention's query is t long too, without one)
+        if any(f["inverted"] for f in fused) and not any(f["causal"] for f in fused):
+            f = next(f for f in fused if f["inverted"])
+            return {"kind": "inverted", "line": f["line"], "observed": "fused attention", "future_mass": 1.0,
+                    "past_mass": 0.0,
+                    "text": f"the self-attention call at line {f['line']} gets an attn_mask that blocks every "
+                            f"earlier key and no later one: the causal triangle is the wrong way round"}
         if fused and all(f["causal"] is False or f["causal"] is None for f in fused):
             return {"kind": "missing", "line": fused[0]["line"], "observed": "fused attention",
                     "text": f"the self-attention call at line {fused[0]['line']} gets no causal attn_mask "

@@ -124,6 +124,14 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and bool(torch.equal(a.detach(), b.detach()))
 
 
+def _memory_of(out):
+    """The encoder output among what encode() returns: itself, or the first (B, S, d) tensor of a tuple such as
+    (memory, src_padding) that minGPT-style and from-scratch encoders hand back together."""
+    if isinstance(out, (tuple, list)):
+        return next((t for t in out if isinstance(t, torch.Tensor) and t.dim() == 3 and t.is_floating_point()), out)
+    return out
+
+
 def cross_wiring(ctx):
     """Which attention calls get the encoder output, and as what (query, or key and value)."""
     model = eval_model(ctx)
@@ -156,7 +164,7 @@ def cross_wiring(ctx):
         model.encode = real_encode
     if not memories or not calls:
         raise Skip("no attention module calls observed")
-    mem = memories[-1]
+    mem = _memory_of(memories[-1])
     kv_mem = sum(1 for c, _ in calls if len(c) >= 2 and _same(c[1], mem))
     q_lines = [line for c, line in calls if c and _same(c[0], mem) and not (len(c) > 1 and _same(c[1], mem))]
     q_mem = len(q_lines)

@@ -11,7 +11,7 @@ import torch
 from ...checks import bound
 from . import locate, randomness, trace
 from .base import Skip, check, manual_seed, rnd
-from .common import EOS, batch, eval_model, kwargs_for
+from .common import EOS, PAD, batch, eval_model, kwargs_for
 
 
 def determinism(ctx):
@@ -167,8 +167,11 @@ def decode_consistency(ctx):
             for _ in range(y_.size(1) - 1):
                 logits, _ = ctx.forward(model, s_, ref)
                 ref = torch.cat([ref, logits[:, -1].argmax(-1, keepdim=True)], 1)   # (B, t + 1)
-        # after a row's first EOS its tokens are the loop's filler (PAD, EOS), not predictions: not compared
-        after_eos = (y_ == EOS).long().cumsum(1) - (y_ == EOS).long() > 0      # (B, T)
+        # after a row's first EOS its tokens are the loop's filler (PAD, EOS), not predictions: not compared;
+        # nor after a PAD the model predicted (untrained, it may): the forward pass's padding mask hides that key
+        # from later queries, and a loop that builds only the causal mask for its prefix rightly does not
+        stop = (y_ == EOS) | (y_ == PAD)
+        after_eos = stop.long().cumsum(1) - stop.long() > 0                     # (B, T)
         agree = (y_ == ref) | after_eos
         d = next((t for t in range(y_.size(1)) if not bool(agree[:, t].all())), None)
         differs = d if differs is None else (differs if d is None else min(differs, d))

@@ -47,7 +47,7 @@ def _trace(ctx, model, steps, batch_size):
 
     def train_mode(mode=True):         # model.eval() calls self.train(False): where train() switches it
         if not mode and mech.get("eval_line") is None:
-            mech["eval_line"] = _line_in(ctx, "train") or _caller_line(ctx)
+            mech["eval_line"] = _eval_origin(ctx, _line_in(ctx, "train"), _caller_line(ctx))
         return real_train(mode)
     model.train = train_mode
 
@@ -95,7 +95,7 @@ def _trace(ctx, model, steps, batch_size):
     tap = ForwardTap(model, pre, post)
     h3 = _other_forwards(ctx, model, mech)
     rec = watch(ctx.source.code_path, keep_outputs=("cross_entropy", "nll_loss"), limit=4 * steps + 100,
-                   only=("cross_entropy", "nll_loss"))
+                   only=("cross_entropy", "nll_loss"), depth=4)     # the callers: a loss in forward()'s target
     losses = StepLosses(rec)
     kw = kwargs_for(fn, steps=steps, batch_size=batch_size, device=ctx.device, log_every=10 ** 9)
     t = time.perf_counter()
@@ -197,19 +197,6 @@ class Stub(torch.nn.Module):
 
 
 
-def _loss_lines(ctx, line):
-    """(line of the loss call's target argument, line that defined that target variable)."""
-    call = locate.call_at(ctx, line) if line else None
-    if call is None:
-        return line, None
-    target = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "target"), None)
-    if target is None:
-        return line, None
-    fn = locate.enclosing_function(ctx, line)
-    var = locate.root_name(target)
-    return target.lineno, (locate.assignment_of(fn, var, line) if fn and var else None)
-
-
 def _low_lr_line(min_peak, peak, mech, lr_line, sched_line):
     """Where a schedule that fails comes from: a peak too low while the optimizer's own lr is fine is the
     scheduler's factor (a lambda that multiplies by lr again); else the lr's value; a fine peak reached
@@ -278,7 +265,7 @@ def trace(ctx):
         same = float((target == tgt_in)[real].float().mean())
         shifted = float((target[:, :-1] == tgt_in[:, 1:])[real[:, 1:]].float().mean())
     ok = same is not None and shifted is not None and shifted > 0.95 and same < 0.5
-    target_line, target_def = _loss_lines(ctx, line)
+    target_line, target_def = locate.loss_target_lines(ctx, line, c.lines[1:])
     if not ok:
         from .common import SOS
         # Input starting with SOS means the input is right and the labels are wrong, else the other way round.
@@ -338,6 +325,18 @@ def _optimizer_call_line(ctx) -> int | None:
         if calls:
             return calls[0].lineno
     return None
+
+
+def _eval_origin(ctx, in_train, innermost):
+    """Where train()'s model was switched to eval mode: the model.eval() itself when a helper of the student's
+    own makes it (a logging accuracy that never switches back), but train()'s call when the helper is a function
+    of the contract that must evaluate (greedy_decode: train() must switch back after calling it)."""
+    from ...assignments import assignment_of
+    fn = locate.enclosing_function(ctx, innermost) if innermost else None
+    contract = set(assignment_of(ctx.assignment).required) | set(assignment_of(ctx.assignment).optional)
+    if fn is None or fn.name == "train" or fn.name in contract:
+        return in_train or innermost
+    return innermost
 
 
 def _line_in(ctx, fn_name: str) -> int | None:
