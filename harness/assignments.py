@@ -10,9 +10,10 @@ a probe's `assignments` (harness/child/probes/__init__.py), a cause's (harness/c
 (mutants/), a report section's (harness/report/sections.py).
 
 A new assignment is best a pack (docs/packs.md): an installed distribution's `mtxdiag.packs` entry point, found at
-this module's import (packs/discover.py) and placed in `ALL` after the three built in by hand. Built in by hand: one
-`Assignment(...)` below and a place in `ALL`; then its probes, causes, mutants, reference
-(`reference_model/<reference>`) and report sections name it (ARCHITECTURE.md, "An assignment").
+this module's import (packs/discover.py) and placed in `ALL` (a one-file pack, as `block` is, among the single-file
+assignments; a folder's after the repository). Built in by hand (`reversal`, `lm`): one `Assignment(...)` below and
+a place in `BY_HAND`; then its probes, causes, mutants, reference (`reference_model/<reference>`) and report sections
+name it (ARCHITECTURE.md, "An assignment").
 """
 from __future__ import annotations
 
