@@ -134,7 +134,8 @@ def detect_folder(folder: str | Path) -> str | None:
 
 def detect_pack(folder: str | Path) -> str | None:
     """The first pack (in order) whose assignment folder `folder` is (its first file, packs/folder.py)."""
-    return next((name for name in FOLDER_PACKS if locate(PACKS[name], Path(folder)) is not None), None)
+    return next((name for name, pack in PACKS.items() if not pack.is_file and locate(pack, Path(folder)) is not None),
+                None)
 
 
 def for_folder(asked: str, folder: str | Path | None = None) -> str | None:
