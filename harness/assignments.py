@@ -10,9 +10,10 @@ a probe's `assignments` (harness/child/probes/__init__.py), a cause's (harness/c
 (mutants/), a report section's (harness/report/sections.py).
 
 A new assignment is best a pack (docs/packs.md): an installed distribution's `mtxdiag.packs` entry point, found at
-this module's import (packs/discover.py) and placed in `ALL` after the three built in by hand. Built in by hand: one
-`Assignment(...)` below and a place in `ALL`; then its probes, causes, mutants, reference
-(`reference_model/<reference>`) and report sections name it (ARCHITECTURE.md, "An assignment").
+this module's import (packs/discover.py) and placed in `ALL` (a one-file pack, as `block` is, among the single-file
+assignments; a folder's after the repository). Built in by hand (`reversal`, `lm`): one `Assignment(...)` below and
+a place in `BY_HAND`; then its probes, causes, mutants, reference (`reference_model/<reference>`) and report sections
+name it (ARCHITECTURE.md, "An assignment").
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .lm_table import ADAPTER
 from .packs import discover as _discover
 from .packs.api import Assignment, Pack
 from .packs.checks import ROLE_CHECKS
+from .packs.block.pack import ASSIGNMENT as _BLOCK
 from .packs.folder import locate
 
 __all__ = ["Assignment", "Pack"]        # declared in packs/api.py; imported from here as before
@@ -44,16 +46,6 @@ REVERSAL = Assignment(
     seq2seq=True,
     must_measure=("overfit", "train-trace"),     # the training probes the verdict reads
 )
-BLOCK = Assignment(
-    name="block",
-    title="Self-attention and a transformer block with a causal flag.",
-    handed_in="the one .py/.ipynb file",
-    required=("TransformerBlock",),
-    optional=("MultiHeadAttention", "positional_encoding"),
-    packages=("numpy", "tqdm", "matplotlib"),
-    reference="block.py",
-    must_measure=("block-lm",),                 # its training probe
-)
 LM = Assignment(
     name="lm",
     title="The decoder-only language model of Stanford CS336 assignment 1, through its test adapters.",
@@ -73,31 +65,42 @@ LM = Assignment(
 )
 
 AUTO = "auto"                          # the CLI's choice: detect it
-BUILT_IN: tuple[Assignment, ...] = (REVERSAL, BLOCK, LM)
+BY_HAND: tuple[Assignment, ...] = (REVERSAL, LM)     # declared above; every other assignment is a pack
 
-# the installed packs (packs/discover.py), each usable or not (`BROKEN`: what is wrong, naming the distribution)
-FOUND = _discover.discover(tuple(a.name for a in BUILT_IN) + (AUTO,))
+# the installed packs (packs/discover.py; `block` and `cs231n` are this checkout's own), each usable or not
+# (`BROKEN`: what is wrong, naming the distribution)
+FOUND = _discover.discover(tuple(a.name for a in BY_HAND) + (AUTO,))
 PACKS: dict[str, Pack] = {f.name: f.pack for f in FOUND if f.pack is not None}
 BROKEN: tuple[str, ...] = tuple(f.error for f in FOUND if f.error)
-
-# detection order: the first whose markers a single file defines (an lm file defines its adapters; a
-# reversal file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A pack is a
-# folder (detect_folder), never a single file.
-ALL: tuple[Assignment, ...] = BUILT_IN + tuple(
+# the packs whose submission is a folder (the others are one file, checked as the single-file assignments are)
+FOLDER_PACKS: tuple[str, ...] = tuple(n for n, p in PACKS.items() if not p.is_file)
+_PACKED: dict[str, Assignment] = {
     # a pack's bindings must be measured: one whose role has generic probes (packs/checks.py ROLE_CHECKS) that the
     # child could not run keeps the verdict from clean. A role no generic probe covers yet (`layer`, `training-step`)
     # is reported as a skip that says so, and is not required: its piece is measured only through the model using it
-    replace(f.pack.assignment, pack=f.value,
-            must_measure=f.pack.assignment.must_measure + tuple(
-                f"{b.component}.role" for b in f.pack.bindings if b.role in ROLE_CHECKS))
-    for f in FOUND if f.pack is not None)
-DETECT_ORDER: tuple[Assignment, ...] = (LM, REVERSAL, BLOCK)
+    f.name: replace(f.pack.assignment, pack=f.value,
+                    must_measure=f.pack.assignment.must_measure + tuple(
+                        f"{b.component}.role" for b in f.pack.bindings if b.role in ROLE_CHECKS))
+    for f in FOUND if f.pack is not None}
+BLOCK = _PACKED[_BLOCK.name]           # a one-file pack of this checkout (packs/block/pack.py)
+# the assignments this checkout ships besides its folder packs (mutants/ holds their mutants)
+BUILT_IN: tuple[Assignment, ...] = (REVERSAL, BLOCK, LM)
+
+# in order: the single-file assignments (by hand, then the one-file packs), the repositories, the folder packs.
+# Detection order: the first whose markers a single file defines (an lm file defines its adapters; a reversal
+# file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A folder pack is a
+# folder (detect_folder), never a single file.
+ALL: tuple[Assignment, ...] = (
+    tuple(a for a in BY_HAND if not a.is_repository) + tuple(a for n, a in _PACKED.items() if n not in FOLDER_PACKS)
+    + tuple(a for a in BY_HAND if a.is_repository) + tuple(a for n, a in _PACKED.items() if n in FOLDER_PACKS))
+DETECT_ORDER: tuple[Assignment, ...] = tuple(a for a in ALL if a.is_repository) + tuple(
+    a for a in ALL if not a.is_repository and a.name not in FOLDER_PACKS)
 DEFAULT = REVERSAL
 NAMES: tuple[str, ...] = tuple(a.name for a in ALL)
 BY_NAME: dict[str, Assignment] = {a.name: a for a in ALL}
-SINGLE_FILE: tuple[str, ...] = tuple(a.name for a in ALL if not a.is_repository and not a.pack)
+SINGLE_FILE: tuple[str, ...] = tuple(a.name for a in ALL if not a.is_repository and a.name not in FOLDER_PACKS)
 REPOSITORY: tuple[str, ...] = tuple(a.name for a in ALL if a.is_repository)
-FOLDER: tuple[str, ...] = REPOSITORY + tuple(PACKS)     # what a folder may be checked as
+FOLDER: tuple[str, ...] = REPOSITORY + FOLDER_PACKS     # what a folder may be checked as
 CHOICES: tuple[str, ...] = (AUTO,) + NAMES
 
 # what an unknown name (None, "auto", a result's garbage) answers: no to every question
@@ -110,7 +113,8 @@ def assignment_of(name: object) -> Assignment:
 
 
 def pack_of(name: object) -> Pack | None:
-    """The pack the assignment `name` comes from; None for a built-in one or an unknown name."""
+    """The pack the assignment `name` comes from (a folder's or one file's); None for one declared by hand or an
+    unknown name."""
     return PACKS.get(name) if isinstance(name, str) else None
 
 
@@ -130,7 +134,8 @@ def detect_folder(folder: str | Path) -> str | None:
 
 def detect_pack(folder: str | Path) -> str | None:
     """The first pack (in order) whose assignment folder `folder` is (its first file, packs/folder.py)."""
-    return next((name for name, pack in PACKS.items() if locate(pack, Path(folder)) is not None), None)
+    return next((name for name, pack in PACKS.items() if not pack.is_file and locate(pack, Path(folder)) is not None),
+                None)
 
 
 def for_folder(asked: str, folder: str | Path | None = None) -> str | None:

@@ -51,7 +51,7 @@ def changed_lines(before: str, after: str) -> tuple:
 def correct_cases() -> list[Case]:
     """The reference, the lesson's code as students paste it, and correct-but-different implementations."""
     out = [Case(f"reference/{a.name}", ROOT / "reference_model" / a.reference, None, a.name)
-           for a in ALL if not a.is_repository and not a.pack]      # a pack's reference is its own module
+           for a in ALL if not a.is_repository and a.reference]   # a folder pack's reference is its own module
     for folder in (ROOT / "submissions", ROOT / "tests" / "fixtures" / "correct"):
         for p in sorted(folder.glob("*.py")) + sorted(folder.glob("*.ipynb")):
             if p.name.startswith(("make_", "_")):

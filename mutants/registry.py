@@ -1153,6 +1153,8 @@ MUTANTS: tuple[Mutant, ...] = (
         lesson="div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))",
     ),
 )
+# the block pack's mutants (harness/packs/block/pack.py names them: Pack.mutants)
+BLOCK_MUTANTS: tuple[Mutant, ...] = tuple(m for m in MUTANTS if m.assignment == B.name)
 
 
 def get(mutant_id: str) -> Mutant:

@@ -7,7 +7,7 @@ what it targeted, and whether the sandbox blocked it) and `output-flood` (the pa
 sandbox still blocks what it blocks; this finding is what lets the instructor know the code tried. It is an
 integrity flag, not a bug of the model: the rubric decides what it costs (by default nothing).
 """
-from ..assignments import PACKS, SINGLE_FILE
+from ..assignments import FOLDER_PACKS, SINGLE_FILE
 from .base import Cause, Finding, Observed, say
 
 CAUSE = Cause(
@@ -21,7 +21,7 @@ CAUSE = Cause(
     "Remove the code at the lines shown (file, network and process access, big prints) from the submitted file.",
     mechanism="the audit's record of each operation outside the submission's lane, with its line",
     observed=tuple(Observed(cid, "status", ("fail",)) for cid in ("forbidden-ops", "output-flood")),
-    assignments=SINGLE_FILE + tuple(PACKS),     # integrity: a pack's assignment too
+    assignments=SINGLE_FILE + FOLDER_PACKS,     # integrity: a folder pack's assignment too
 )
 
 CHECKS = ("forbidden-ops", "output-flood")

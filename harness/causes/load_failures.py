@@ -1,5 +1,5 @@
 """Causes for a submission that cannot be loaded or run at all."""
-from ..assignments import PACKS, SINGLE_FILE
+from ..assignments import FOLDER_PACKS, SINGLE_FILE
 from .base import Cause, Observed
 
 SYNTAX = Cause("syntax-error", "The file does not parse", "Python cannot parse the file.",
@@ -48,7 +48,7 @@ TAMPER = Cause("tampering", "The submission changes torch or the harness",
                mechanism="the guard's record of torch, builtins or harness functions the submission replaced",
                observed=tuple(Observed(cid, "status", ("fail",)) for cid in ("result-channel", "tamper",
                                                                                "tamper-static", "isolation")),
-               assignments=SINGLE_FILE + tuple(PACKS))       # integrity: a pack's assignment too
+               assignments=SINGLE_FILE + FOLDER_PACKS)       # integrity: a folder pack's assignment too
 UNEXPLAINED = Cause("unexplained-failure", "A check failed without a known cause",
                     "A measurement is outside the range correct implementations give, and no catalogued cause "
                     "matches.", "", "", "Read the failing check's measured and expected values below.")

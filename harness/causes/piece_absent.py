@@ -1,7 +1,7 @@
 """A pack's assignment: a piece the student must write is not in the submission at all (any pack)."""
 from __future__ import annotations
 
-from ..assignments import PACKS
+from ..assignments import FOLDER_PACKS
 from .base import Cause, Finding, Observed
 
 CAUSE = Cause(
@@ -15,7 +15,7 @@ CAUSE = Cause(
               "contract check's measured `absent` names the piece, its data says why).",
     fix="Keep the handout's file layout and names (the module path and the class or function name shown); an "
         "import error in the module is shown with its line.",
-    assignments=tuple(PACKS),
+    assignments=FOLDER_PACKS,
     observed=(Observed("contract", "measured.absent"),),
 )
 

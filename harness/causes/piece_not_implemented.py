@@ -1,7 +1,7 @@
 """A pack's assignment: a piece the student must write is still the handout's stub (any pack)."""
 from __future__ import annotations
 
-from ..assignments import PACKS
+from ..assignments import FOLDER_PACKS
 from .base import Cause, Finding, Observed
 
 CAUSE = Cause(
@@ -14,7 +14,7 @@ CAUSE = Cause(
     mechanism="The contract check read the piece's own code and found only stub statements in it (its measured "
               "`not_implemented` names the piece).",
     fix="Write the piece (the handout's TODO); then check again.",
-    assignments=tuple(PACKS),
+    assignments=FOLDER_PACKS,
     observed=(Observed("contract", "measured.not_implemented"),),
 )
 

@@ -161,13 +161,24 @@ class Edition:
     student: tuple[str, ...] = ()
 
 
+# what a pack's submission is (Pack.submission)
+SUBMISSIONS = (
+    "folder",   # the assignment folder (or its files), recognised by `files`, each binding imported from it
+    "file",     # one .py/.ipynb file, recognised by the names it defines (`assignment.markers`) and loaded as the
+                # single-file assignments are; it binds nothing: its probes are its own (`probes`), in their order
+)
+
+
 @dataclass(frozen=True)
 class Pack:
     """An assignment as a pack. `assignment` is the declaration the harness already reads (name, title, what is
     handed in, the contract names, allowed packages, ...). `files`: paths (relative to the submission folder) whose
     presence recognises a submission of it. `reference`: the dotted module of the team-written reference
     implementation (never the course's code). `probes`, `causes`, `mutants`, `sections`: "module:NAME" of the
-    pack's own additions (each optional)."""
+    pack's own additions (each optional). `submission` (SUBMISSIONS): a folder (default) or one file. A one-file
+    pack's `probes` are every probe its check runs, in order (its contract first): each has `id`, `fn(ctx)`, `cost`
+    and may say `side` (trains: may run in the second process) and `either` (reads nothing another probe leaves,
+    so either process may run it: child/side.py)."""
     assignment: Assignment
     files: tuple[str, ...] = ()
     editions: tuple[Edition, ...] = ()
@@ -177,10 +188,16 @@ class Pack:
     causes: str = ""
     mutants: str = ""
     sections: str = ""
+    submission: str = "folder"
 
     @property
     def name(self) -> str:
         return self.assignment.name
+
+    @property
+    def is_file(self) -> bool:
+        """A one-file pack (`submission` "file")."""
+        return self.submission == "file"
 
     def binding(self, component: str) -> Binding | None:
         return next((b for b in self.bindings if b.component == component), None)

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .api import Pack
+from .api import SUBMISSIONS, Pack
 
 GROUP = "mtxdiag.packs"
 # The packs this checkout holds, as (name, "module:ATTR"). pyproject.toml declares each in the entry point group
@@ -27,7 +27,8 @@ GROUP = "mtxdiag.packs"
 # editable install's metadata is only as fresh as its last `pip install -e` (a pack added since is in the source
 # tree, not in the metadata). Entry points of the same name from mtxdiag's own distribution are the same packs
 # and are not loaded twice.
-BUILT_IN: tuple[tuple[str, str], ...] = (("cs231n", "harness.packs.cs231n.pack:PACK"),)
+BUILT_IN: tuple[tuple[str, str], ...] = (("block", "harness.packs.block.pack:PACK"),
+                                         ("cs231n", "harness.packs.cs231n.pack:PACK"))
 HOME = "mtxdiag"                 # this distribution's name (its entry points are BUILT_IN's)
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -103,12 +104,17 @@ def problems(pack: object, name: str, reserved: tuple[str, ...] = ()) -> list[st
         out.append("its Assignment sets `pack`, which discovery sets")
     if a.is_repository:
         out.append("its Assignment is an lm repository (is_repository); a pack's folder is recognised by `files`")
-    if not pack.files:
-        out.append("it declares no `files` (the paths that recognise its submission folder)")
+    if pack.submission not in SUBMISSIONS:
+        out.append(f"its `submission` must be one of {SUBMISSIONS}, not {pack.submission!r}")
+    elif pack.is_file:
+        out.extend(_file_problems(pack))
+    else:
+        if not pack.files:
+            out.append("it declares no `files` (the paths that recognise its submission folder)")
+        if not pack.bindings:
+            out.append("it binds nothing (`bindings`: the pieces of the student's code the probes call)")
     if any(f.startswith("/") or ".." in f.split("/") or not f.endswith(".py") for f in pack.files):
         out.append("its `files` must be relative paths of .py files inside the submission folder")
-    if not pack.bindings:
-        out.append("it binds nothing (`bindings`: the pieces of the student's code the probes call)")
     editions = [e.name for e in pack.editions]
     if len(set(editions)) != len(editions):
         out.append("two editions share a name")
@@ -131,6 +137,19 @@ def problems(pack: object, name: str, reserved: tuple[str, ...] = ()) -> list[st
             out.append(f"its `{what}` must be 'module:NAME', not {v!r}")
     if pack.reference and not re.match(r"^[A-Za-z_][\w.]*$", pack.reference):
         out.append(f"its `reference` must be a dotted module name, not {pack.reference!r}")
+    return out
+
+
+def _file_problems(pack: Pack) -> list[str]:
+    """What a one-file pack (Pack.submission "file") must declare: the names that recognise its file, its probes;
+    no folder's `files`, `bindings` or `editions` (a binding is imported from a folder)."""
+    out = []
+    if not pack.assignment.required:
+        out.append("a one-file pack's assignment requires no names (`required`: the names that recognise its file)")
+    if not pack.probes:
+        out.append("a one-file pack declares no `probes` (every probe its check runs, in order)")
+    if pack.files or pack.bindings or pack.editions:
+        out.append("a one-file pack declares `files`, `bindings` or `editions`, which only a folder's pack has")
     return out
 
 

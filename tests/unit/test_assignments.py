@@ -22,8 +22,10 @@ WORDS = set(NAMES) | {AUTO}
 
 def test_the_names_are_declared_once_and_read_from_the_registry():
     assert protocol.ASSIGNMENTS is assignments.NAMES
-    assert NAMES[:3] == ("reversal", "block", "lm") and NAMES[3:] == tuple(assignments.PACKS)
-    assert "cs231n" in assignments.PACKS        # the built-in pack, found through discovery
+    assert NAMES[:3] == ("reversal", "block", "lm") and NAMES[3:] == assignments.FOLDER_PACKS
+    assert "cs231n" in assignments.FOLDER_PACKS        # the built-in packs, found through discovery
+    assert assignments.PACKS["block"].is_file and assignments.pack_of("block").assignment.name == BLOCK.name
+    assert BLOCK.pack and "block" in assignments.SINGLE_FILE and "block" not in assignments.FOLDER
     assert tuple(allowed.ALLOWED) == NAMES and allowed.allowed("lm") == LM.packages
     assert allowed.allowed(None) == () and allowed.allowed("nonsense") == ()
     assert [assignment_of(n) for n in NAMES] == list(ALL)
@@ -61,7 +63,7 @@ def test_the_declared_facts_hold_where_they_are_used():
     assert LM.required == tuple(lm_table.ADAPTER.values())
     import importlib.util
     for a in ALL:
-        if a.pack:      # a pack's reference is a module of its own package
+        if a.name in assignments.FOLDER_PACKS:      # a folder pack's reference is a module of its own package
             assert importlib.util.find_spec(assignments.PACKS[a.name].reference), a.name
         else:
             assert (ROOT / "reference_model" / a.reference).is_file(), a.name

@@ -103,7 +103,9 @@ def test_failures_starting_at_one_op_are_one_finding():
 
 
 def test_every_probe_declares_its_checks():
-    for p in PROBES:
+    from harness.assignments import BLOCK
+    from harness.child.probes import select
+    for p in PROBES + tuple(select(BLOCK.name, False)):      # block's probes: its pack's own (block_plan.py)
         assert p.id in known_ids(), f"probe {p.id} is not declared in harness/checks.py"
     for c in DECLARED_CHECKS.values():
         assert c.measures and c.threshold, c.id

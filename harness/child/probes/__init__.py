@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ...assignments import BLOCK, REVERSAL, pack_of
+from ...assignments import PACKS, REVERSAL, pack_of
 from ...assignments import LM as LM_ASSIGNMENT
+from ...packs.discover import load as load_target
 
-from . import attention, block_attention, block_causal, block_lm, block_wiring, contract, data, decode_batch, decoding, embedding
+from . import attention, contract, data, decode_batch, decoding, embedding
 from .lm import components as lm_components, properties as lm_properties, train_brief as lm_train_brief, training as lm_training
 from .lm import parameters as lm_parameters
 from . import model_wiring, overfit, padding, positional, properties, residual_train, structure, training
@@ -29,7 +30,7 @@ class Probe:
     side: bool = False  # trains: may run in a second process beside the others (child_side.py)
 
 
-R, B, LM = (REVERSAL.name,), (BLOCK.name,), (LM_ASSIGNMENT.name,)   # the assignments a probe belongs to
+R, LM = (REVERSAL.name,), (LM_ASSIGNMENT.name,)   # the assignments a probe belongs to
 
 # lm: the CS336 assignment-1 adapters, one probe per component in the assignment's build order
 LM_PROBES = (Probe("contract", lm_components.contract, LM, "static"),) + tuple(
@@ -53,7 +54,7 @@ LM_PROBES = (Probe("contract", lm_components.contract, LM, "static"),) + tuple(
 )
 
 PROBES = (
-    Probe("contract", contract.names, R + B, "static"),
+    Probe("contract", contract.names, R, "static"),
     Probe("shapes", contract.shapes, R, "static"),
     Probe("param-count", contract.param_count, R, "static"),
     Probe("data", data.make_batch, R, "static"),
@@ -83,26 +84,15 @@ PROBES = (
     Probe("train-trace", training.trace, R, "quick", side=True),
     Probe("overfit", overfit.overfit, R, "quick", side=True),
     Probe("brief-training", decoding.brief_training, R, "train", side=True),
-    # block: "Transformers & Attention from Scratch" (unbatched MultiHeadAttention, post-norm TransformerBlock)
-    Probe("pe", positional.table, B, "static"),
-    Probe("pe-relative", positional.pe_relative, B, "static"),
-    Probe("block-causal-off", block_causal.causal_off, B, "quick"),   # before any probe assumes the flag
-    Probe("block-rows-sum", block_attention.rows_sum, B, "quick"),
-    Probe("block-saturation", block_attention.saturation, B, "quick"),
-    Probe("block-permutation", block_wiring.permutation, B, "quick"),
-    Probe("block-causal", block_causal.causal, B, "quick"),
-    Probe("block-residual", block_wiring.residual, B, "quick"),
-    Probe("block-structure", structure.block_structure, B, "quick"),
-    Probe("block-lm", block_lm.lm, B, "train", side=True),
 ) + LM_PROBES
 
 
 # Probes that read nothing another non-static probe leaves in ctx.cache (each builds its own model and inputs),
 # so either process may run them: a repair's re-check splits them by the checked run's own timings
-# (child_side.plan). Not lm's: they share where each component's lines are (lm_common); not the block's causal
-# pair: block-causal reads what block-causal-off found.
-EITHER = frozenset(p.id for p in PROBES if p.cost != "static" and LM[0] not in p.assignments) - {
-    "block-causal-off", "block-causal"}
+# (child_side.plan). Not lm's: they share where each component's lines are (lm_common). A pack's own probes say so
+# themselves (`either`; the one-file packs' are read here: probes/block_plan.py).
+EITHER = frozenset(p.id for p in PROBES if p.cost != "static" and LM[0] not in p.assignments) | frozenset(
+    p.id for pack in PACKS.values() if pack.is_file for p in load_target(pack.probes) if getattr(p, "either", False))
 
 
 def select(assignment: str, quick: bool, only: str = "", extra: str = "", module=None) -> list:
@@ -113,7 +103,9 @@ def select(assignment: str, quick: bool, only: str = "", extra: str = "", module
     if pack is not None:
         from . import packs
         rec = getattr(module, packs.KEY, None)
-        return packs.plan(pack, rec.get("edition") if isinstance(rec, dict) else None, quick, Probe)
+        run = packs.plan(pack, rec.get("edition") if isinstance(rec, dict) else None, False, Probe)
+    else:
+        run = [p for p in PROBES if assignment in p.assignments]
     want, also = set(filter(None, only.split(","))), set(filter(None, extra.split(",")))
-    return [p for p in PROBES if assignment in p.assignments and ((p.id in want or p.id == "contract") if want else
-                                                                  not (quick and p.cost == "train") or p.id in also)]
+    return [p for p in run if ((p.id in want or p.id == "contract") if want else
+                               not (quick and p.cost == "train") or p.id in also)]

@@ -1,4 +1,5 @@
-"""The probes of a pack's assignment: its contract, then each binding's role probes, then the pack's own.
+"""The probes of a pack's assignment: its contract, then each binding's role probes, then the pack's own (a
+one-file pack's: only its own, in their order).
 
 Child side. The plan is built per run from the pack (harness/packs/api.py) and the edition the loader found
 (child/pack_loader.py): for each binding of that edition, the generic probes of its role
@@ -104,10 +105,11 @@ def role_probe(binding, rp, pack):
 
 def plan(pack, edition: str | None, quick: bool, probe_type) -> list:
     """The run's probes for a pack (probe_type: probes/__init__.Probe): contract, each binding's role probes,
-    the pack's own (`Pack.probes`: "module:NAME" of probes with id, fn(ctx), cost)."""
+    the pack's own (`Pack.probes`: "module:NAME" of probes with id, fn(ctx), cost, perhaps side). A one-file pack
+    (Pack.submission "file") binds nothing: its own probes are all of them, its contract among them."""
     name = pack.name
-    out = [probe_type("contract", contract, (name,), "static")]
-    roles, why = role_probes()
+    out = [] if pack.is_file else [probe_type("contract", contract, (name,), "static")]
+    roles, why = role_probes() if pack.bindings else ({}, "")
     for b in pack.bindings_for(edition):
         probes = roles.get(b.role, ())
         if not probes:
@@ -118,7 +120,7 @@ def plan(pack, edition: str | None, quick: bool, probe_type) -> list:
             out.append(probe_type(cid, fn, (name,), rp.cost))
     if pack.probes:
         for p in load_target(pack.probes):
-            out.append(probe_type(p.id, p.fn, (name,), getattr(p, "cost", "quick")))
+            out.append(probe_type(p.id, p.fn, (name,), getattr(p, "cost", "quick"), bool(getattr(p, "side", False))))
     return [p for p in out if not (quick and p.cost == "train")]
 
 

@@ -1,0 +1,1 @@
+"""The `block` assignment, declared as a one-file pack (pack.py)."""
