@@ -1,10 +1,10 @@
-"""The prober's side of the model server (harness/child/modelserver.py): proxies that give the role probes what
+"""The prober's side of the model server (harness/child/modelserver.py, over child/modelwire.py): proxies that give the role probes what
 they use of the student's objects, while the student's code runs in the server's process (issue 45).
 
 `rctx.student` is a RemoteClass (a class whose call builds the piece in the server and returns a RemoteModule)
 or a RemoteFunction (a method target: `__mtxdiag_owner__` is its class). A RemoteModule is called, trained,
 evaluated, read (`state_dict`, `named_parameters`: copies) and written (`load_state_dict`) by request; what comes
-back is values only, checked by the wire's reader (modelserver.read) and here: a line the server names must be in
+back is values only, checked by the wire's reader (modelwire.read) and here: a line the server names must be in
 the file's length, a message is cut, a record has the fields of its kind. What the server says is evidence: it
 locates or explains, it never decides (the probes compare the values themselves).
 
@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ... import modelserver as wire
+from ... import modelwire as wire
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
 KINDS = ("softmax", "dropout", "mask", "module", "sdpa")
