@@ -44,7 +44,7 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
     mine, theirs = socket.socketpair()
     server = prober = None
     try:
-        server = _server(work, theirs, lim, isolation, device, token, preexec, out_w, err_w)
+        server = start_server(work, theirs, lim, isolation, device, token, preexec, out_w, err_w)
         theirs.close()
         env = dict(_env(lim.threads, work, isolation, token), **{SERVER_FD_VAR: str(mine.fileno())})
         cmd = sandbox.command([sys.executable, "-m", "harness.child.main"] + list(args) + wire_argv(w), work=work,
@@ -65,7 +65,7 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
     return SplitRun(cold_run(prober, token, work, isolation), server, token, isolation), r, out_r, err_r
 
 
-def _server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
+def start_server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
     """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
     home = work / "server"
     home.mkdir()
