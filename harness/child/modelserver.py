@@ -278,6 +278,7 @@ class Server:
             except EOFError:
                 return
             op = req.pop("op", None) if isinstance(req, dict) else None
+            rid = req.pop("id", None) if isinstance(req, dict) else None
             seed = req.pop("seed", None) if isinstance(req, dict) else None
             try:
                 if op not in ops:
@@ -289,10 +290,10 @@ class Server:
                 f, line = innermost(e.__traceback__, self.root)
                 ans = {"error": {"type": type(e).__name__, "message": text_of(e), "file": f, "line": line}}
             try:
-                write(self.fd, ans)
+                write(self.fd, dict(ans, id=rid))
             except WireError as e:
-                write(self.fd, {"error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
-                                          "file": None, "line": None}})
+                write(self.fd, {"id": rid, "error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
+                                                     "file": None, "line": None}})
 
 
 def _file(obj):

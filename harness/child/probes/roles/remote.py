@@ -38,6 +38,10 @@ class ServerLost(RemoteFailure):
     type_name = "ServerLost"
 
 
+class Unsendable(Exception):
+    """The prober asked for something the wire cannot carry (a probe's own fault, not the student's)."""
+
+
 _TYPES: dict = {}
 
 
@@ -57,6 +61,7 @@ class Client:
         self.lost: str | None = None
         self.seed = None
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
+        self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
         if self.lost:
@@ -64,9 +69,19 @@ class Client:
         seed = torch.initial_seed()
         if seed != self.seed:
             kw["seed"], self.seed = seed, seed
+        self.sent += 1
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
         try:
-            wire.write(self.fd, dict(kw, op=op))
-            ans = wire.read(self.fd, time.monotonic() + (timeout_s or self.timeout_s))
+            try:
+                wire.write(self.fd, dict(kw, op=op, id=self.sent))
+            except wire.WireError as e:  # nothing was sent: the probe's own request cannot be carried
+                raise Unsendable(f"a request the model server cannot be sent: {e}") from None
+            except BaseException:       # cut while sending (an alarm): the stream is no longer in step
+                self.lost = self.lost or f"a request ('{op}') was interrupted while it was sent"
+                raise
+            ans = wire.read(self.fd, deadline)
+            while isinstance(ans, dict) and ans.get("id") != self.sent:    # a late answer to an interrupted request
+                ans = wire.read(self.fd, deadline)
         except TimeoutError:
             self.lost = f"no answer to '{op}' within {timeout_s or self.timeout_s:.0f} s (the code hangs)"
         except (EOFError, OSError) as e:
