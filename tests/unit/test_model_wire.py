@@ -145,3 +145,14 @@ def test_forged_op_records_can_only_misplace_a_line_within_the_students_file():
     m = cls(embed_dim=8)
     seen = observe.softmaxes(m, lambda: m(torch.zeros(2, 4, 8)))
     assert [ln for ln, _ in seen] == [30, None] and torch.equal(seen[0][1], w)
+
+
+def test_torchs_module_api_the_proxy_lacks_is_the_probes_limit_not_the_students_error():
+    a, b = _pair()
+    client = remote.Client(a.fileno(), {}, timeout_s=1)
+    cls = remote.remote_class(client, "C", {"owner": "C", "params": []}, None)
+    _serve(b, [lambda r: {"handle": 1}])
+    m = cls()
+    with pytest.raises(AttributeError, match="does not offer"):
+        m.modules()
+    assert callable(m.sample)                   # the student's own methods are requests

@@ -175,6 +175,8 @@ class RemoteModule:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
+        if hasattr(torch.nn.Module, name):     # torch's own API the proxy does not offer: the probe's limit, not
+            raise AttributeError(f"the model server's proxy does not offer Module.{name}")    # the student's
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
     def _call(self, method: str, args, kwargs):
