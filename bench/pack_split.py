@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from harness import api  # noqa: E402
 from harness.isolation.split import SWITCH  # noqa: E402
 from harness.packs.cs231n import reference  # noqa: E402
-from harness.packs.cs231n.pack import LAYERS, MODELS  # noqa: E402
+from harness.packs.cs231n.pack import LAYERS, MODELS, PACK  # noqa: E402
 
 
 def reference_folder(root: Path) -> Path:
@@ -38,7 +38,7 @@ def reference_folder(root: Path) -> Path:
 def one(folder: Path, split: bool, quick: bool) -> tuple[float, list]:
     os.environ[SWITCH] = "1" if split else "0"
     t = time.perf_counter()
-    r = api.check_file(folder, assignment="cs231n", quick=quick)
+    r = api.check_file(folder, assignment=PACK.name, quick=quick)
     took = time.perf_counter() - t
     return took, [(c["id"], c["status"], (c.get("location") or {}).get("line")) for c in r["checks"]]
 
