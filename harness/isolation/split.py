@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..identity import PACK_PACKAGES
 from ..protocol import SERVER_FD_VAR, wire_argv
 from . import held, sandbox
 from .scratch import env as _env
@@ -77,10 +78,26 @@ def start_server(work: Path, sock, lim, isolation: str, device: str, token: str,
     cmd = sandbox.command([sys.executable, "-I", "-S", str(home / "modelserver.py"), "--fd", str(fd), "--root",
                            str(home / "repo")] + sites, work=home, isolate=isolation, pass_fd=fd, device=device,
                           grader=False)
+    if isolation == "bwrap":            # the installed packs (their references) are the grader's too: hidden
+        at = cmd.index("--bind")
+        cmd[at:at] = [a for d in _pack_dirs() for a in ("--tmpfs", d)]
     env = _env(lim.threads, home, isolation, token)
     env.pop("PYTHONPATH", None)
     return subprocess.Popen(cmd, cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                             pass_fds=(fd,), preexec_fn=preexec, close_fds=True)
+
+
+def _pack_dirs() -> list[str]:
+    """The folders of the installed packs' packages (identity.PACK_PACKAGES), found without importing them."""
+    import importlib.util
+    out = []
+    for name in PACK_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        out += [os.path.realpath(p) for p in (spec.submodule_search_locations or []) if spec and os.path.isdir(p)]
+    return out
 
 
 def _end(proc, token: str) -> None:
