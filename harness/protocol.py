@@ -344,3 +344,7 @@ class Result(_Record):
         for x in list(self.diagnoses) + list(self.checks) + ([self.error] if self.error is not None else []):
             if not isinstance(x, _Record):
                 raise ValueError(f"Result: not an object: {str(x)[:100]}")
+
+# issue 45: a pack's run is split in two processes; the prober (the child) finds its end of the model server's
+# socket at this descriptor, named in its environment by the trusted parent (isolation/split.py)
+SERVER_FD_VAR = "MTXDIAG_SERVER_FD"

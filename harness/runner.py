@@ -34,8 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .readable import cut
-from . import paths
-from .isolation import held, sandbox
+from . import assignments, paths
+from .isolation import held, sandbox, split
 from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
@@ -91,7 +91,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         early.cancel()          # started for another run: this one starts as usual
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
-    if worker is None and lim.warm and device == "cpu":
+    # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
+    two = split.wanted(submission.is_dir() and assignments.pack_of(assignment) is not None)
+    if worker is None and lim.warm and device == "cpu" and not two:
         from .isolation import warm
         try:
             worker = (acquire or warm.acquire)(isolation, lim.threads)
@@ -131,6 +133,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
                     return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                         seconds=time.monotonic() - t0, isolation=isolation)
                 return run_spec(replace(spec, limits=replace(lim, warm=False)), on_event=on_event)
+        elif two:
+            run, r, out_fd, err_fd = split.launch(args, work, nonce, token, lim, isolation, device, _limits(
+                lim, nproc_limit(lim), device, guard.join_path()), _ColdRun)
         else:
             run, r, out_fd, err_fd = _launch_cold(args, work, nonce, token, lim, isolation, device, guard.join_path())
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)

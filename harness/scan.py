@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .identity import GRADER_PREFIXES
+from .identity import GRADER_PREFIXES, PACK_PACKAGES
 
 _PROTECTED_ROOTS = ("torch", "builtins", "math", "json", "numpy") + GRADER_PREFIXES
 # Configuration, not monkeypatching: torch.backends.cudnn.deterministic = True, torch._dynamo.config.x = ...
@@ -39,6 +39,8 @@ _FORBIDDEN_IMPORTS = {
     "mutants": "imports the grader's mutant library", "ctypes": "imports ctypes", "_ctypes": "imports ctypes",
     "cffi": "imports cffi",
 }
+_FORBIDDEN_IMPORTS.update({p: f"imports the grader's pack ({p}: its reference)" for p in PACK_PACKAGES
+                           if p not in _FORBIDDEN_IMPORTS})
 _NATIVE_IMPORTS = ("ctypes", "_ctypes", "cffi")
 _DYNAMIC_CALLS = {"eval": "dynamic code (eval)", "exec": "dynamic code (exec)", "compile": "dynamic code (compile)",
                   "__import__": "dynamic import (__import__)", "import_module": "dynamic import (import_module)"}

@@ -1,18 +1,17 @@
 """The child process: load the student's file, run the probes, send plain data home.
 
-Untrusted code runs only here. What goes back to the parent is JSON on a
-private pipe, not stdout: a student's print() cannot reach it. Before any
-student code runs, the child
+Untrusted code runs only here (a pack's folder: in the model server, child/pack_remote.py). What goes back to
+the parent is JSON on a private pipe, not stdout: a student's print() cannot reach it. Before any student code
+runs, the child
 
 * reads the run's key from stdin (then stdin is empty), moves the pipe to a random high descriptor that is
   closed on exec, and signs every message with the key and a sequence number (the parent rejects the rest);
   a deferred run (early.py: a repair's first re-check) reads it after capture.capture, with its LATE limits;
-* puts its parent out of the submission's reach (confine.py) and becomes the subreaper of its descendants;
+* puts its parent out of the submission's reach (confine.py), becomes the subreaper of its descendants;
 * records the identity of every torch, builtins and harness function the probes rely on (capture.capture);
   after loading, after every call into student code and after every probe, whatever the submission replaced
   is put back and named in a failing check `tamper`;
-* rejects model outputs that cannot be measured honestly (a Tensor subclass,
-  another device, a non-float dtype).
+* rejects model outputs that cannot be measured honestly (a Tensor subclass, another device, a non-float dtype).
 
 The parent validates everything it receives; see runner.py for what it
 does with a forged or broken channel.
@@ -30,8 +29,8 @@ from dataclasses import replace
 from ..readable import cut
 from .. import assignments
 from .integrity import add_integrity, guarded_context, tamper_check
-from ..protocol import (EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, late_limits,
-                       parse_argv)
+from ..protocol import (EXIT_CHANNEL, EXIT_MEMORY, MAX_LATE_BYTES, MSG_INTEGRITY, MSG_PHASE, MSG_RESULT, SERVER_FD_VAR,
+                       late_limits, parse_argv)
 
 _exit, _write, _fstat = os._exit, os.write, os.fstat   # taken before any student code can replace them
 
@@ -251,7 +250,10 @@ def main(argv=None):
     seed_all(a.seed, "load")
     pack = assignments.pack_of(a.assignment) if raw is None else None
     try:
-        if pack is not None:
+        if pack is not None and os.environ.get(SERVER_FD_VAR):     # the student's code in the model server
+            from .pack_remote import load as remote
+            source, module = remote(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]))
+        elif pack is not None:
             from . import pack_loader
             source, module = pack_loader.load(a.path, a.shown(), pack, lim.load_timeout_s)
         elif lm_loader.wants(raw, a.assignment):

@@ -129,13 +129,17 @@ def unimplemented(obj) -> tuple[str, int]:
     code = getattr(fn, "__code__", None)
     if code is None:
         return "", 0
-    text = read_text_at(code.co_filename, "")
+    return stub_in(read_text_at(code.co_filename, ""), code.co_firstlineno)
+
+
+def stub_in(text: str | None, first: int) -> tuple[str, int]:
+    """unimplemented() from a file's text and the first line of the piece's def (its decorators included)."""
     try:
         tree = ast.parse(text or "")
     except (SyntaxError, ValueError):
         return "", 0
     node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and min([n.lineno] + [d.lineno for d in n.decorator_list]) == code.co_firstlineno), None)
+                 and min([n.lineno] + [d.lineno for d in n.decorator_list]) == first), None)
     if node is None:
         return "", 0
     nones: set[str] = set()

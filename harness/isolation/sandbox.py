@@ -115,15 +115,16 @@ def _try_bwrap() -> tuple[bool, str]:
 # ---------------------------------------------------------------------------
 
 def command(cmd: list[str], *, work: Path, isolate: str = "auto", pass_fd: int | None = None,
-            device: str = "cpu", run_namespaces: bool = False) -> list[str]:
+            device: str = "cpu", run_namespaces: bool = False, grader: bool = True) -> list[str]:
     """The command line that runs `cmd` (the child) under the requested isolation.
 
     Inherited file descriptors (the result pipe `pass_fd`) pass through bwrap unchanged. run_namespaces: a warm
     worker, which gives each run user, IPC and mount namespaces of its own (confine.private_namespaces), so the
-    sandbox may not forbid making one; a run's seccomp filter forbids it instead (confine.protect)."""
+    sandbox may not forbid making one; a run's seccomp filter forbids it instead (confine.protect). grader=False:
+    the harness snapshot is not mounted (a pack's model server, isolation/split.py: nothing of the grader)."""
     if mode(isolate) == "none":
         return cmd
-    return _bwrap_args(shutil.which("bwrap") or "bwrap", Path(work), device, run_namespaces) + list(cmd)
+    return _bwrap_args(shutil.which("bwrap") or "bwrap", Path(work), device, run_namespaces, grader) + list(cmd)
 
 
 def python_path(isolate_mode: str) -> list[str]:
@@ -144,7 +145,7 @@ def _site_dirs() -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _bwrap_args(exe: str, work: Path, device: str, run_namespaces: bool = False) -> list[str]:
+def _bwrap_args(exe: str, work: Path, device: str, run_namespaces: bool = False, grader: bool = True) -> list[str]:
     work = str(Path(work).resolve())
     a = [exe, "--unshare-user", "--uid", "65534", "--gid", "65534", "--unshare-pid", "--unshare-net",
          "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
@@ -171,7 +172,8 @@ def _bwrap_args(exe: str, work: Path, device: str, run_namespaces: bool = False)
         a += ["--ro-bind", p, p]
     for q in _mask_dirs(bound):
         a += ["--tmpfs", q] + (["--remount-ro", q] if _supports("--remount-ro") else [])
-    a += ["--ro-bind", str(runtime_snapshot()), RUNTIME_MOUNT]
+    if grader:
+        a += ["--ro-bind", str(runtime_snapshot()), RUNTIME_MOUNT]
     if str(device).startswith("cuda"):
         for d in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
             a += ["--dev-bind", d, d]

@@ -97,9 +97,12 @@ def test_handing_in_the_packs_own_reference_is_caught(venv, tmp_path):
     """The pack's package is the grader's (identity.PACK_PACKAGES): importing its reference is tampering."""
     r = _check(venv, "minicourse-copies-reference", tmp_path, FIXTURES / "submissions-hostile")
     ids = [d["id"] for d in r["diagnoses"]]
-    assert ids[:2] == ["tampering", "forbidden-operation"], ids
-    tamper = next(c for c in r["checks"] if c["id"] == "tamper")
-    assert "minicourse_pack.reference" in str(tamper["measured"])
+    assert ids[0] == "tampering", ids
+    # issue 45: the student's code runs in a model server where the pack is not installed (bubblewrap hides it);
+    # the parent's scan of the text names the import
+    tamper = next(c for c in r["checks"] if c["id"] == "tamper-static")
+    assert "minicourse_pack" in str(tamper["measured"])
+    assert not any(c["status"] == "pass" for c in r["checks"] if c["id"].startswith("Attention."))
 
 
 def test_the_pack_is_graded_per_component(venv, tmp_path):

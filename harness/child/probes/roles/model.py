@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import bounds
+from . import bounds, observe
 from .support import (assigned_before, build, calls, diff, guarded, lines_reading, make, method, owner_class, randn,
                       run, run_child, trace, twin)
 
@@ -62,19 +62,7 @@ def loss_at_init(rctx):
 
 def masks_passed(m, call) -> list:
     """The masks handed to the model's submodules during `call()` (keyword arguments named *mask*)."""
-    seen = []
-
-    def hook(mod, args, kwargs):
-        for k, val in kwargs.items():
-            if "mask" in k and isinstance(val, torch.Tensor):
-                seen.append(val.detach().clone())
-    handles = [sub.register_forward_pre_hook(hook, with_kwargs=True) for sub in m.modules() if sub is not m]
-    try:
-        call()
-    finally:
-        for h in handles:
-            h.remove()
-    return seen
+    return observe.masks(m, call)
 
 
 def classify(rctx, mask: torch.Tensor | None, t: int) -> str:
@@ -210,24 +198,9 @@ def gradients(rctx):
 
 def first_divergence(m, ref, call_m, call_ref) -> str | None:
     """The name of the first submodule (in call order) whose output differs from the reference's."""
-    outs: dict = {"m": [], "r": []}
-
-    def recorder(key):
-        def hook(mod, args, out):
-            if isinstance(out, torch.Tensor):
-                outs[key].append((names[key][id(mod)], out.detach().clone()))
-        return hook
-    names = {"m": {id(x): k for k, x in m.named_modules()}, "r": {id(x): k for k, x in ref.named_modules()}}
-    hs = [x.register_forward_hook(recorder("m")) for x in m.modules() if x is not m] + \
-        [x.register_forward_hook(recorder("r")) for x in ref.modules() if x is not ref]
-    try:
-        call_m()
-        call_ref()
-    finally:
-        for h in hs:
-            h.remove()
-    theirs = dict(outs["r"])
-    for name, out in outs["m"]:
+    mine = observe.module_outputs(m, call_m)
+    theirs = dict(observe.module_outputs(ref, call_ref))
+    for name, out in mine:
         if name in theirs and diff(out, theirs[name]) > bounds.SAME:
             return name
     return None

@@ -11,6 +11,7 @@ from functools import lru_cache
 import torch
 
 from ..base import Skip, check, manual_seed
+from .remote import RemoteFailure
 
 
 class StudentFailure(Exception):
@@ -44,6 +45,9 @@ def owner_class(obj):
     """The class a binding's target lives in (the class itself, or a method's class)."""
     if inspect.isclass(obj):
         return obj
+    remote = getattr(obj, "__mtxdiag_owner__", None)     # a method of a class the model server holds
+    if remote is not None:
+        return remote
     qual = getattr(obj, "__qualname__", "")
     mod = sys.modules.get(getattr(obj, "__module__", ""), None)
     head = qual.split(".")[0]
@@ -52,6 +56,9 @@ def owner_class(obj):
 
 
 def file_of(rctx) -> str | None:
+    held = getattr(owner_class(rctx.student) or rctx.student, "__mtxdiag_file__", None)    # the server's piece
+    if held is not None:
+        return source_key(rctx, held)
     try:
         return source_key(rctx, inspect.getsourcefile(owner_class(rctx.student) or rctx.student))
     except (TypeError, OSError):
@@ -165,6 +172,8 @@ def run(rctx, where_: str, fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except (Skip, StudentFailure):
         raise
+    except RemoteFailure as e:  # raised in the model server: its line, checked against the file's length
+        raise StudentFailure(e, e.line, where_) from None
     except Exception as e:  # the student's code may raise anything
         line, tb = None, e.__traceback__
         while tb is not None:
@@ -333,6 +342,9 @@ def guarded(pid: str):
                 if order:
                     data["mechanism"] = order
                 return [make(rctx, pid, "error", None, "", f"{f.where}: {f}", data, f.line)]
+            except RemoteFailure as f:      # the model server, outside a call the probe wrapped in run()
+                return [make(rctx, pid, "error", None, "", f"{type(f).__name__}: {f}",
+                             {"message": f"{type(f).__name__}: {f}", "where": "the model server"}, f.line)]
             except Skip as s:
                 return [make(rctx, pid, "skip", None, "", str(s))]
         return probe

@@ -1,0 +1,73 @@
+"""The cost of issue 45's split for a pack's folder: a quick `cs231n` check in one process (MTXDIAG_PACK_SPLIT=0,
+as before) and split (the model server and the prober), paired: each round runs both, the order alternating,
+on the same folder (the team's reference in the course's layout, or --folder). Prints each time and, last, one
+JSON line: the medians, their ratio, and whether the two gave the same checks (id, status, line) every time.
+
+    python bench/pack_split.py [--rounds 5] [--folder DIR] [--full]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import api  # noqa: E402
+from harness.isolation.split import SWITCH  # noqa: E402
+from harness.packs.cs231n import reference  # noqa: E402
+from harness.packs.cs231n.pack import LAYERS, MODELS, PACK  # noqa: E402
+
+
+def reference_folder(root: Path) -> Path:
+    files = {LAYERS: Path(reference.__file__).read_text(), "cs231n/__init__.py": "",
+             "cs231n/classifiers/__init__.py": "",
+             MODELS: "from ..transformer_layers import CaptioningTransformer, VisionTransformer  # noqa: F401\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def one(folder: Path, split: bool, quick: bool) -> tuple[float, list]:
+    os.environ[SWITCH] = "1" if split else "0"
+    t = time.perf_counter()
+    r = api.check_file(folder, assignment=PACK.name, quick=quick)
+    took = time.perf_counter() - t
+    return took, [(c["id"], c["status"], (c.get("location") or {}).get("line")) for c in r["checks"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--folder", type=Path)
+    ap.add_argument("--full", action="store_true", help="a full check, not --quick")
+    a = ap.parse_args()
+    folder = a.folder or reference_folder(Path(tempfile.mkdtemp(prefix="pack-split-")))
+    times: dict = {"one": [], "split": []}
+    same = True
+    for i in range(a.rounds):
+        got = {}
+        for split in ((False, True) if i % 2 == 0 else (True, False)):
+            took, checks = one(folder, split, not a.full)
+            key = "split" if split else "one"
+            times[key].append(took)
+            got[key] = checks
+            print(f"round {i + 1} {key}: {took:.2f} s", flush=True)
+        same = same and got["one"] == got["split"]
+        if got["one"] != got["split"]:
+            print("differ:", sorted(set(got["one"]) ^ set(got["split"])), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(json.dumps({"rounds": a.rounds, "quick": not a.full, "median_one_process_s": round(med["one"], 2),
+                      "median_split_s": round(med["split"], 2), "ratio": round(med["split"] / med["one"], 3),
+                      "same_checks": same, "times": {k: [round(x, 2) for x in v] for k, v in times.items()}}))
+
+
+if __name__ == "__main__":
+    main()

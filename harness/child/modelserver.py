@@ -1,0 +1,415 @@
+"""The model server: the student's code in a process of its own, answering a narrow request protocol (issue 45).
+
+This file is copied into the server's run folder and run there as a script (`python -I -S modelserver.py --fd N
+--root DIR --site DIR...`): it imports the standard library and torch, never anything of the grader, which is not
+on its file system (the sandbox binds only the interpreter, torch's site folders and the run's folder). The
+prober (harness/child/probes/roles/remote.py) never imports it; both write and read messages with modelwire.py
+(copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
+
+Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, backward.
+A request's "seed" (when the prober's torch generator was seeded since the last one) seeds the server's.
+An exception answers {"error": {type, message (cut), file, line}}: the student's innermost line, as evidence.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+
+try:
+    from .modelwire import Handle, WireError, read, write      # imported as harness.child.modelserver (tests)
+except ImportError:                                             # run as a script, modelwire.py beside it
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    from modelwire import Handle, WireError, read, write       # type: ignore[no-redef]
+
+MAX_TEXT = 1000                 # characters of a message the server sends
+MAX_RECORDS = 64                # op records per call
+MAX_HANDLES = 256               # modules the server keeps (the oldest goes first)
+MAX_GRAPHS = 8                  # outputs kept for a backward
+
+
+# -- the server -----------------------------------------------------------------------------------------------
+class Unavailable:
+    """A name whose import failed: raises when used (the student's other pieces still load)."""
+
+    def __init__(self, name: str, why: str):
+        object.__setattr__(self, "_why", f"{name} is unavailable: {why}")
+
+    def _fail(self, *a, **k):
+        raise ModuleNotFoundError(object.__getattribute__(self, "_why"))
+
+    __call__ = __iter__ = __len__ = _fail
+    __bool__ = lambda self: True   # noqa: E731
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self
+
+    def __getitem__(self, item):
+        return self
+
+    def __mro_entries__(self, bases):
+        me = self
+
+        class Missing:
+            def __init__(self, *a, **k):
+                me._fail()
+        return (Missing,)
+
+
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the submission's modules: each runs only the top-level statements the prober said to keep."""
+
+    def __init__(self, root: str, modules: dict):
+        self.root, self.modules, self.loaded = root, modules, []
+
+    def find_spec(self, fullname, path=None, target=None):
+        m = self.modules.get(fullname)
+        if not isinstance(m, dict):
+            return None
+        where = [os.path.join(self.root, *fullname.split("."))]
+        if not m.get("file"):           # a folder without __init__.py
+            spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            spec.submodule_search_locations = where
+            return spec
+        return importlib.util.spec_from_file_location(fullname, os.path.join(self.root, m["file"]), loader=self,
+                                                      submodule_search_locations=where if m.get("package") else None)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        m = self.modules[module.__name__]
+        if m.get("error"):              # the prober could not read it (a syntax error): as an import would fail
+            raise ImportError(str(m["error"])[:MAX_TEXT])
+        if not m.get("file"):
+            return
+        path = os.path.join(self.root, m["file"])
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8-sig", "replace")
+        tree = ast.parse(text, filename=path)
+        keep = set(m.get("keep") or ())
+        self.loaded.append(m["file"])
+        for stmt in tree.body:
+            if stmt.lineno not in keep:
+                continue
+            code = compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec")
+            try:
+                exec(code, module.__dict__)
+            except ImportError as e:
+                if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    raise
+                for a in stmt.names:
+                    name = (a.asname or a.name).split(".")[0]
+                    module.__dict__.setdefault(name, Unavailable(name, f"{type(e).__name__}: {str(e)[:300]}"))
+
+
+def innermost(tb, root: str) -> tuple:
+    """The student's innermost (file relative to root, line) in a traceback."""
+    where = (None, None)
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if f.startswith(root + os.sep):
+            where = (os.path.relpath(f, root), tb.tb_lineno)
+        tb = tb.tb_next
+    return where
+
+
+def text_of(x, n=MAX_TEXT) -> str:
+    try:
+        s = BaseException.__str__(x) if isinstance(x, BaseException) else str(x)
+    except BaseException:
+        s = "<unprintable>"
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+class Server:
+    def __init__(self, fd: int, root: str):
+        self.fd, self.root = fd, os.path.realpath(root)
+        self.targets: dict = {}         # component -> the object its target names
+        self.classes: dict = {}         # component -> its class (a method's: the class holding it)
+        self.handles: dict = {}         # n -> a module built
+        self.graphs: dict = {}          # n -> (output tensors) kept for a backward
+        self.next = 1
+
+    # requests ----------------------------------------------------------------------------------------------
+    def load(self, modules: dict, targets: dict, timeout: float = 60.0):
+        import signal
+        finder = Finder(self.root, modules)
+        sys.meta_path.insert(0, finder)
+
+        def on_alarm(signum, frame):
+            raise TimeoutError(f"loading did not finish within {timeout:.0f} s")
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, float(timeout))
+        out = {}
+        try:
+            for comp, target in targets.items():
+                out[comp] = self._resolve(comp, str(target))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return {"targets": out, "loaded": finder.loaded}
+
+    def _resolve(self, comp: str, target: str) -> dict:
+        import inspect
+        mod, _, qual = target.partition(":")
+        try:
+            obj = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name and (mod == e.name or mod.startswith(e.name + ".")):
+                return {"ok": False, "why": f"absent: the submission has no module {mod}"}
+            return {"ok": False, "why": f"absent: {mod} could not be imported: {text_of(e, 200)}"}
+        except BaseException as e:
+            f, line = innermost(e.__traceback__, self.root)
+            where = f" ({f} line {line})" if f else ""
+            return {"ok": False, "why": f"absent: {mod} could not be imported{where}: {type(e).__name__}: "
+                                        f"{text_of(e, 300)}"}
+        owner = None
+        for part in qual.split("."):
+            owner = obj if isinstance(obj, type) else owner
+            try:
+                obj = getattr(obj, part)
+            except Exception:
+                return {"ok": False, "why": f"absent: {mod} does not define {qual}"}
+            if isinstance(obj, Unavailable):
+                return {"ok": False, "why": f"absent: {qual} is unavailable"}
+        self.targets[comp] = obj
+        cls = obj if isinstance(obj, type) else owner
+        self.classes[comp] = cls
+        fn = (obj.__dict__.get("forward") or obj.__dict__.get("__call__")) if isinstance(obj, type) else obj
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        ans = {"ok": True, "kind": "class" if isinstance(obj, type) else "function", "name": getattr(obj, "__name__", ""),
+               "owner": getattr(cls, "__name__", None) if cls is not None else None,
+               "file": self._rel(code.co_filename) if code else self._rel(_file(cls)),
+               "first": code.co_firstlineno if code else None}
+        try:
+            sig = inspect.signature(cls) if cls is not None else inspect.signature(obj)
+            ans["params"] = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL,
+                                                                                       p.VAR_KEYWORD)]
+            ans["varkw"] = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        except (TypeError, ValueError):
+            ans["params"], ans["varkw"] = [], True
+        return ans
+
+    def _rel(self, path):
+        if not path:
+            return None
+        path = os.path.realpath(path)
+        return os.path.relpath(path, self.root) if path.startswith(self.root + os.sep) else None
+
+    def build(self, target: str, args=(), kwargs=None):
+        cls = self.classes.get(target)
+        if not isinstance(cls, type):
+            raise TypeError(f"{target} is not a class")
+        return {"handle": self._keep(cls(*args, **(kwargs or {})))}
+
+    def _keep(self, m) -> int:
+        n, self.next = self.next, self.next + 1
+        self.handles[n] = m
+        while len(self.handles) > MAX_HANDLES:
+            self.handles.pop(next(iter(self.handles)))
+        return n
+
+    def _module(self, h):
+        m = self.handles.get(h.n if isinstance(h, Handle) else h)
+        if m is None:
+            raise KeyError("no such module (built too long ago)")
+        return m
+
+    def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None):
+        import torch
+        fn = self.targets[target] if target is not None else (
+            self._module(handle) if method == "__call__" else getattr(self._module(handle), method))
+        m = self._module(handle) if target is None else None
+        versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
+        rec = Recorder(self.root, set(record), m)
+        with rec:
+            out = fn(*args, **(kwargs or {}))
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+        ans = {"value": out, "records": rec.records,
+               "mutated": [[i, t] for i, t, v in versions if t._version != v]}
+        if any(t.requires_grad for t in outs):
+            n, self.next = self.next, self.next + 1
+            self.graphs[n] = outs
+            while len(self.graphs) > MAX_GRAPHS:
+                self.graphs.pop(next(iter(self.graphs)))
+            ans["graph"] = n
+        return ans
+
+    def backward(self, graph: int, grads: list):
+        import torch
+        outs = self.graphs.pop(graph)
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        torch.autograd.backward([o for o, _ in pairs], [g.to(o.dtype) for o, g in pairs])
+        return {}
+
+    def mode(self, handle, train: bool):
+        self._module(handle).train(bool(train))
+        return {}
+
+    def state_dict(self, handle):
+        return {"state": [[k, v] for k, v in self._module(handle).state_dict().items()
+                          if __import__("torch").is_tensor(v)]}
+
+    def load_state_dict(self, handle, state, strict=True):
+        import torch
+        with torch.no_grad():
+            self._module(handle).load_state_dict({k: v for k, v in state}, strict=bool(strict))
+        return {}
+
+    def parameters(self, handle):
+        return {"params": [[k, p.detach(), p.grad, bool(p.requires_grad)]
+                           for k, p in self._module(handle).named_parameters()]}
+
+    # the loop ----------------------------------------------------------------------------------------------
+    def serve(self):
+        import torch
+        ops = {"load": self.load, "build": self.build, "call": self.call, "mode": self.mode,
+               "state_dict": self.state_dict, "load_state_dict": self.load_state_dict,
+               "parameters": self.parameters, "backward": self.backward}
+        while True:
+            try:
+                req = read(self.fd)
+            except EOFError:
+                return
+            op = req.pop("op", None) if isinstance(req, dict) else None
+            rid = req.pop("id", None) if isinstance(req, dict) else None
+            seed = req.pop("seed", None) if isinstance(req, dict) else None
+            try:
+                if op not in ops:
+                    raise ValueError(f"unknown request {op!r}")
+                if isinstance(seed, int):
+                    torch.default_generator.manual_seed(seed)
+                ans = ops[op](**req)
+            except BaseException as e:      # the student's code may raise anything, SystemExit included
+                f, line = innermost(e.__traceback__, self.root)
+                ans = {"error": {"type": type(e).__name__, "message": text_of(e), "file": f, "line": line}}
+            try:
+                write(self.fd, dict(ans, id=rid))
+            except WireError as e:
+                write(self.fd, {"id": rid, "error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
+                                                     "file": None, "line": None}})
+
+
+def _file(obj):
+    import inspect
+    try:
+        return inspect.getsourcefile(obj)
+    except (TypeError, OSError):
+        return None
+
+
+def _recorder_base():
+    from torch.overrides import TorchFunctionMode
+    return TorchFunctionMode
+
+
+class Recorder:
+    """The calls the prober asked to see during one call ("softmax", "dropout": op records; "mask": the mask
+    keyword arguments handed to submodules; "module": each submodule's output), bounded; lines are the innermost
+    in the module's own file."""
+
+    def __init__(self, root: str, kinds: set, module):
+        self.root, self.kinds, self.module, self.records, self.mode, self.hooks = root, kinds, module, [], None, []
+
+    def __enter__(self):
+        import torch
+        import torch.nn.functional as F
+        if not self.kinds:
+            return self
+        me = self
+        watched = {torch.softmax: "softmax", F.softmax: "softmax", torch.Tensor.softmax: "softmax",
+                   F.dropout: "dropout", torch.dropout: "dropout", F.scaled_dot_product_attention: "sdpa"}
+        path = os.path.realpath(_file(type(self.module)) or "") if self.module is not None else ""
+
+        class Mode(_recorder_base()):
+            def __torch_function__(self, func, types_, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                name = watched.get(func)
+                kind = "dropout" if name == "sdpa" else name
+                if name and kind in me.kinds and len(me.records) < MAX_RECORDS:
+                    line = me._line(sys._getframe(1), path)
+                    if line is not None:
+                        me.records.append(me._op(name, line, args, kwargs, out))
+                return out
+        if self.kinds & {"softmax", "dropout"}:
+            self.mode = Mode()
+            self.mode.__enter__()
+        if self.module is not None and "mask" in self.kinds:
+            def pre(mod, args, kwargs):
+                for k, v in kwargs.items():
+                    if "mask" in k and isinstance(v, torch.Tensor) and len(self.records) < MAX_RECORDS:
+                        self.records.append({"op": "mask", "value": v.detach().clone()})
+            self.hooks += [s.register_forward_pre_hook(pre, with_kwargs=True) for s in self.module.modules()
+                           if s is not self.module]
+        if self.module is not None and "module" in self.kinds:
+            names = {id(x): k for k, x in self.module.named_modules()}
+
+            def post(mod, args, out):
+                if isinstance(out, torch.Tensor) and len(self.records) < 4 * MAX_RECORDS:
+                    self.records.append({"op": "module", "name": names.get(id(mod), "")[:200],
+                                         "value": out.detach().clone()})
+            self.hooks += [s.register_forward_hook(post) for s in self.module.modules() if s is not self.module]
+        return self
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
+        for h in self.hooks:
+            h.remove()
+        return False
+
+    @staticmethod
+    def _line(frame, path: str):
+        while frame is not None:
+            if frame.f_code.co_filename == path:
+                return frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    @staticmethod
+    def _op(name, line, args, kwargs, out) -> dict:
+        import torch
+        if name == "softmax":
+            return {"op": "softmax", "line": line, "value": out.detach().clone() if isinstance(out, torch.Tensor)
+                    else None}
+        x = args[0] if args else kwargs.get("input", kwargs.get("query"))
+        shape = list(getattr(x, "shape", ()))
+        if name == "sdpa":
+            return {"op": "sdpa", "line": line, "shape": shape, "trains": True, "p": 1.0}
+        if kwargs.get("train") is not None or kwargs.get("training") is not None:
+            trains = kwargs.get("train", kwargs.get("training"))
+        else:
+            trains = args[2] if len(args) > 2 else True
+        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+        return {"op": "dropout", "line": line, "shape": shape, "trains": bool(trains),
+                "p": float(p) if isinstance(p, (int, float)) else 0.5}
+
+
+def main(argv: list[str]) -> int:
+    fd, root, sites = None, ".", []
+    it = iter(argv)
+    for a in it:
+        if a == "--fd":
+            fd = int(next(it))
+        elif a == "--root":
+            root = next(it)
+        elif a == "--site":
+            sites.append(next(it))
+    sys.path[:] = [p for p in sys.path if p] + sites
+    import torch
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
+    sys.modules.setdefault("__mtxdiag_server__", types.ModuleType("__mtxdiag_server__"))
+    server = Server(fd, root)
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))

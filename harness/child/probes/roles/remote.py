@@ -1,0 +1,274 @@
+"""The prober's side of the model server (harness/child/modelserver.py, over child/modelwire.py): proxies that give the role probes what
+they use of the student's objects, while the student's code runs in the server's process (issue 45).
+
+`rctx.student` is a RemoteClass (a class whose call builds the piece in the server and returns a RemoteModule)
+or a RemoteFunction (a method target: `__mtxdiag_owner__` is its class). A RemoteModule is called, trained,
+evaluated, read (`state_dict`, `named_parameters`: copies) and written (`load_state_dict`) by request; what comes
+back is values only, checked by the wire's reader (modelwire.read) and here: a line the server names must be in
+the file's length, a message is cut, a record has the fields of its kind. What the server says is evidence: it
+locates or explains, it never decides (the probes compare the values themselves).
+
+A float output that the server keeps a graph of comes back through `_Remote` (an autograd Function): a local
+backward sends the gradient to the server, whose parameters then hold their gradients (`named_parameters`).
+"""
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+
+from ... import modelwire as wire
+
+REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
+KINDS = ("softmax", "dropout", "mask", "module", "sdpa")
+
+
+class RemoteFailure(Exception):
+    """The student's code raised in the server: its type's name, its message (cut), the student's line."""
+    type_name = "Exception"
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.file, self.line = file, line
+
+
+class ServerLost(RemoteFailure):
+    """The server stopped answering, answered out of format or past its limits: the student's code's doing."""
+    type_name = "ServerLost"
+
+
+class Unsendable(Exception):
+    """The prober asked for something the wire cannot carry (a probe's own fault, not the student's)."""
+
+
+_TYPES: dict = {}
+
+
+def failure_type(name: str) -> type:
+    """An exception class named as the student's was (so the check's text names it), under RemoteFailure."""
+    name = name if isinstance(name, str) and name.isidentifier() and len(name) <= 60 else "Exception"
+    if name not in _TYPES:
+        _TYPES[name] = type(name, (RemoteFailure,), {"type_name": name})
+    return _TYPES[name]
+
+
+class Client:
+    """One model server, over the descriptor `fd`; `lines`: each student file's length (relative path)."""
+
+    def __init__(self, fd: int, lines: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S):
+        self.fd, self.lines, self.timeout_s = fd, dict(lines or {}), timeout_s
+        self.lost: str | None = None
+        self.seed = None
+        self.recording: list = []       # [(kinds, records)] while observe.* watches a call
+        self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
+
+    def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
+        if self.lost:
+            raise ServerLost(f"the model server is gone: {self.lost}")
+        seed = torch.initial_seed()
+        if seed != self.seed:
+            kw["seed"], self.seed = seed, seed
+        self.sent += 1
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        try:
+            try:
+                wire.write(self.fd, dict(kw, op=op, id=self.sent))
+            except wire.WireError as e:  # nothing was sent: the probe's own request cannot be carried
+                raise Unsendable(f"a request the model server cannot be sent: {e}") from None
+            except BaseException:       # cut while sending (an alarm): the stream is no longer in step
+                self.lost = self.lost or f"a request ('{op}') was interrupted while it was sent"
+                raise
+            ans = wire.read(self.fd, deadline)
+            while isinstance(ans, dict) and ans.get("id") != self.sent:    # a late answer to an interrupted request
+                ans = wire.read(self.fd, deadline)
+        except TimeoutError:
+            self.lost = f"no answer to '{op}' within {timeout_s or self.timeout_s:.0f} s (the code hangs)"
+        except (EOFError, OSError) as e:
+            self.lost = f"it ended during '{op}' ({type(e).__name__}: {str(e)[:200]})"
+        except (wire.WireError, ValueError, TypeError, RecursionError, OverflowError, RuntimeError) as e:
+            self.lost = f"its answer to '{op}' was malformed: {str(e)[:200]}"
+        else:
+            if not isinstance(ans, dict):
+                self.lost = f"its answer to '{op}' was not a message"
+            elif isinstance(ans.get("error"), dict):
+                err = ans["error"]
+                file, line = self._place(err.get("file"), err.get("line"))
+                raise failure_type(err.get("type"))(str(err.get("message"))[:1000], file, line)
+            else:
+                return ans
+        raise ServerLost(f"the model server stopped: {self.lost}")
+
+    def _place(self, file, line) -> tuple:
+        """(file, line) when the file is the student's and the line within it; else (None, None)."""
+        n = self.lines.get(file) if isinstance(file, str) else None
+        return (file, line) if n and type(line) is int and 1 <= line <= n else (None, None)
+
+    def line_in(self, file: str | None, line) -> int | None:
+        return self._place(file, line)[1]
+
+
+# -- the proxies -------------------------------------------------------------------------------------------------
+class RemoteMeta(type):
+    """A RemoteClass's type: calling the class builds the piece in the server."""
+
+    def __call__(cls, *args, **kwargs):
+        ans = cls._client.request("build", target=cls._component, args=tuple(args), kwargs=kwargs)
+        h = ans.get("handle")
+        if type(h) is not int:
+            raise ServerLost("the model server answered a build without a handle")
+        return RemoteModule(cls._client, h, cls)
+
+
+def remote_class(client: Client, component: str, info: dict, shown: str | None) -> type:
+    """The class standing for the student's class `info["owner"]` (its name, signature, file) in the server."""
+    params = [p for p in info.get("params") or () if isinstance(p, str) and p.isidentifier()]
+    ps = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for p in params]
+    if info.get("varkw") or not info.get("params"):
+        ps.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    name = info.get("owner") if isinstance(info.get("owner"), str) and info["owner"].isidentifier() else "Remote"
+    return RemoteMeta(name, (), {"_client": client, "_component": component, "__mtxdiag_file__": shown,
+                                 "_rel": info.get("file") if isinstance(info.get("file"), str) else None,
+                                 "__signature__": inspect.Signature(ps), "__qualname__": name,
+                                 "__module__": "submission"})
+
+
+class RemoteFunction:
+    """A method target (`Class.sample`): its class (`__mtxdiag_owner__`) is built, then the method called."""
+
+    def __init__(self, owner: type, name: str, shown: str | None):
+        self.__mtxdiag_owner__, self.__name__, self.__mtxdiag_file__ = owner, name, shown
+        self.__qualname__ = f"{owner.__name__}.{name}"
+
+
+class _Remote(torch.autograd.Function):
+    """Outputs whose graph the server keeps: backward sends their gradients there."""
+
+    @staticmethod
+    def forward(ctx, client, graph, anchor, *outs):
+        ctx.client, ctx.graph = client, graph
+        return tuple(o.clone() for o in outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.client.request("backward", graph=ctx.graph, grads=list(grads))
+        return (None, None, None) + tuple(None for _ in grads)
+
+
+class RemoteModule:
+    """A module built in the server: called and read by request."""
+
+    def __init__(self, client: Client, handle: int, cls: type):
+        self._client, self._h, self._cls = client, handle, cls
+        self.training = True
+
+    @property
+    def __class__(self):            # type(m) stays RemoteModule; isinstance(m, cls) and file lookups see cls
+        return self._cls
+
+    def __call__(self, *args, **kwargs):
+        return self._call("__call__", args, kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._call("forward", args, kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if hasattr(torch.nn.Module, name):     # torch's own API the proxy does not offer: the probe's limit, not
+            raise AttributeError(f"the model server's proxy does not offer Module.{name}")    # the student's
+        return lambda *args, **kwargs: self._call(name, args, kwargs)
+
+    def _call(self, method: str, args, kwargs):
+        kinds = sorted({k for ks, _ in self._client.recording for k in ks})
+        ans = self._client.request("call", handle=self._h, method=method, args=tuple(args), kwargs=kwargs,
+                                   record=kinds)
+        for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
+            if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
+                    isinstance(t, torch.Tensor) and t.shape == args[i].shape:
+                with torch.no_grad():
+                    args[i].copy_(t)
+        recs = [r for r in ans.get("records") or () if isinstance(r, dict) and r.get("op") in KINDS]
+        for ks, out in self._client.recording:
+            out.extend(r for r in recs if r["op"] in ks or (r["op"] == "sdpa" and "dropout" in ks))
+        value = ans.get("value")
+        graph = ans.get("graph")
+        if type(graph) is int:
+            value = _with_graph(self._client, graph, value)
+        return value
+
+    def train(self, mode: bool = True):
+        self._client.request("mode", handle=self._h, train=bool(mode))
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def to(self, *args, **kwargs):
+        return self                 # the server runs on the CPU: the only device the prober asks for here
+
+    def state_dict(self):
+        ans = self._client.request("state_dict", handle=self._h)
+        return {str(k): v for k, v in _pairs(ans.get("state"), 2) if isinstance(v, torch.Tensor)}
+
+    def load_state_dict(self, state, strict: bool = True):
+        try:
+            self._client.request("load_state_dict", handle=self._h, state=[[k, v.detach()] for k, v in state.items()],
+                                 strict=bool(strict))
+        except ServerLost:
+            raise
+        except RemoteFailure as e:  # a mismatch, as torch raises it in process
+            raise RuntimeError(str(e)) from None
+
+    def named_parameters(self):
+        ans = self._client.request("parameters", handle=self._h)
+        out = []
+        for k, p, g, rg in _pairs(ans.get("params"), 4):
+            if not isinstance(p, torch.Tensor) or not p.is_floating_point():
+                continue
+            q = torch.nn.Parameter(p.clone(), requires_grad=bool(rg))
+            q.grad = g if isinstance(g, torch.Tensor) and g.shape == p.shape else None
+            out.append((str(k), q))
+        return iter(out)
+
+    def parameters(self):
+        return iter(p for _, p in self.named_parameters())
+
+
+def _pairs(rows, n: int) -> list:
+    return [tuple(r) for r in rows or () if isinstance(r, (list, tuple)) and len(r) == n and isinstance(r[0], str)]
+
+
+def _with_graph(client: Client, graph: int, value):
+    """value's float tensors made to carry a local autograd node that sends their gradient to the server."""
+    flat = list(value) if isinstance(value, (tuple, list)) else [value]
+    idx = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not idx:
+        return value
+    anchor = torch.zeros((), requires_grad=True)
+    made = _Remote.apply(client, graph, anchor, *[flat[i] for i in idx])
+    for i, t in zip(idx, made):
+        flat[i] = t
+    return type(value)(flat) if isinstance(value, (tuple, list)) else flat[0]
+
+
+def is_remote(obj) -> bool:
+    return isinstance(obj, RemoteModule) or isinstance(type(obj), RemoteMeta)
+
+
+def file_rel(module) -> str | None:
+    """The module's class's file, relative to the submission's root (the server's name for it)."""
+    return getattr(module.__class__, "_rel", None)
+
+
+def records(module, call, kinds: tuple) -> list:
+    """The server's records of `kinds` made while `call()` runs (module: a RemoteModule)."""
+    client = object.__getattribute__(module, "_client")
+    out: list = []
+    client.recording.append((kinds, out))
+    try:
+        call()
+    finally:
+        client.recording.pop()
+    return out

@@ -1,0 +1,145 @@
+"""A pack's run in two processes (issue 45): the student's code in a model server, the probes in the prober.
+
+The trusted parent (runner.run_spec) starts both and connects them with a socketpair. The model server
+(harness/child/modelserver.py with modelwire.py: standalone stdlib+torch scripts copied into the run's `server/`
+folder, run as `python -I -S`) holds the submission's second copy and nothing of the grader: under bubblewrap its sandbox binds
+the interpreter, its site folders and that folder only (no harness snapshot, no reference, no mutants); without
+bubblewrap it is still a process of its own, whose interpreter reads no .pth file and no PYTHONPATH. The prober is
+the usual child (harness.child.main) with the harness; it never imports the submission (child/pack_remote.py).
+
+Both processes share the run's limits (rlimits, the run's cgroup), its stdout and stderr pipes (the parent counts
+what both print) and its token; the run's end kills both trees. Torch-free, parent side.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from ..identity import PACK_PACKAGES
+from ..protocol import SERVER_FD_VAR, wire_argv
+from . import held, sandbox
+from .scratch import env as _env
+
+SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
+WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
+SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare)
+
+
+def wanted(is_pack_folder: bool) -> bool:
+    return is_pack_folder and os.environ.get(SWITCH, "1").strip() != "0"
+
+
+def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device: str, preexec, cold_run):
+    """Start the model server and the prober: (a run handle, the result fd, stdout fd, stderr fd).
+    preexec: the run's limits (runner._limits(...)); cold_run(proc, token, work, isolation): the prober's handle."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    r, w = os.pipe()
+    key_r, key_w = os.pipe()
+    os.write(key_w, (nonce + "\n").encode())
+    os.close(key_w)
+    mine, theirs = socket.socketpair()
+    server = prober = None
+    try:
+        server = start_server(work, theirs, lim, isolation, device, token, preexec, out_w, err_w)
+        theirs.close()
+        env = dict(_env(lim.threads, work, isolation, token), **{SERVER_FD_VAR: str(mine.fileno())})
+        cmd = sandbox.command([sys.executable, "-m", "harness.child.main"] + list(args) + wire_argv(w), work=work,
+                              isolate=isolation, pass_fd=w, device=device)
+        prober = subprocess.Popen(cmd, cwd=work, env=env, stdin=key_r, stdout=out_w, stderr=err_w,
+                                  pass_fds=(w, mine.fileno()), preexec_fn=preexec, close_fds=True)
+    except BaseException:
+        for fd in (r, out_r, err_r):
+            os.close(fd)
+        if server is not None:
+            _end(server, token)
+        raise
+    finally:
+        for fd in (w, key_r, out_w, err_w):
+            os.close(fd)
+        mine.close()
+        theirs.close()
+    return SplitRun(cold_run(prober, token, work, isolation), server, token, isolation), r, out_r, err_r
+
+
+def start_server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
+    """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
+    home = work / "server"
+    home.mkdir()
+    shutil.copytree(work / "repo", home / "repo", symlinks=False)
+    shutil.copyfile(SERVER, home / "modelserver.py")
+    shutil.copyfile(WIRE, home / "modelwire.py")
+    fd = sock.fileno()
+    sites = [a for d in sandbox.python_path("bwrap")[1:] for a in ("--site", d)]     # the site folders
+    cmd = sandbox.command([sys.executable, "-I", "-S", str(home / "modelserver.py"), "--fd", str(fd), "--root",
+                           str(home / "repo")] + sites, work=home, isolate=isolation, pass_fd=fd, device=device,
+                          grader=False)
+    if isolation == "bwrap":            # the installed packs (their references) are the grader's too: hidden
+        at = cmd.index("--bind")
+        cmd[at:at] = [a for d in _pack_dirs() for a in ("--tmpfs", d)]
+    env = _env(lim.threads, home, isolation, token)
+    env.pop("PYTHONPATH", None)
+    return subprocess.Popen(cmd, cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                            pass_fds=(fd,), preexec_fn=preexec, close_fds=True)
+
+
+def _pack_dirs() -> list[str]:
+    """The folders of the installed packs' packages (identity.PACK_PACKAGES), found without importing them."""
+    import importlib.util
+    out = []
+    for name in PACK_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        out += [os.path.realpath(p) for p in (spec.submodule_search_locations or []) if spec and os.path.isdir(p)]
+    return out
+
+
+def _end(proc, token: str) -> None:
+    sandbox.kill_tree(proc.pid, token, proc.pid)
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class SplitRun:
+    """The prober's handle (runner._ColdRun) with the server beside it: waited for through the prober, both
+    watched for memory, both killed at the end."""
+
+    def __init__(self, prober, server, token: str, isolation: str):
+        self.prober, self.server, self.token, self.isolation = prober, server, token, isolation
+
+    def members(self):
+        return set(self.prober.members()) | sandbox.members(self.server.pid, self.token, self.server.pid)
+
+    def watched(self):
+        below = held.descendants(self.server.pid) if self.isolation == "bwrap" else None
+        mine = below if below is not None else sandbox.members(self.server.pid, self.token, self.server.pid)
+        return set(self.prober.watched()) | set(mine)
+
+    def wait(self, deadline: float, watch=None):
+        return self.prober.wait(deadline, watch)
+
+    def end(self):
+        self.prober.end()
+
+    def stop(self) -> str:
+        return self.prober.stop()
+
+    def kill(self):
+        self.prober.kill()
+        _end(self.server, self.token)
+
+    @property
+    def returncode(self):
+        return self.prober.returncode

@@ -1,0 +1,178 @@
+"""Issue 45 for packs: the student's code in a model server, the probes in a prober that never runs it.
+
+- Over the CS231n reference and every mutant: the prober's half (child/pack_remote.py and the role probes through
+  probes/roles/remote.py), run in this process against a real model server (isolation/split.start_server, in the
+  sandbox this machine allows), gives the checks the in-process probes give (status and line), while a profile
+  hook on every thread sees no frame of the submission's code and no module of the submission is imported here.
+- Through the whole pipeline (api.check_file, cold): a submission that tries to reach the grader from the server
+  (imports the harness, walks gc and sys.modules for the grader's objects, reads the reference file, writes a
+  forged result into every descriptor it holds) gets no credit, the instructor sees why, and three correct
+  canaries checked after it are clean.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness import api
+from harness.child import pack_remote
+from harness.child.probes import packs as pack_probes
+from harness.child.probes.roles import ROLE_PROBES, RoleContext
+from harness.isolation import sandbox, split
+from harness.packs.cs231n import reference as ref_module
+from harness.packs.cs231n.mutants import EXPECTED, MUTANTS
+from harness.packs.cs231n.pack import LAYERS, MODELS, PACK
+from harness.protocol import Limits
+
+REFERENCE = Path(ref_module.__file__).read_text()
+MODELS_TEXT = "from ..transformer_layers import CaptioningTransformer, VisionTransformer  # noqa: F401\n"
+_names = itertools.count()
+
+
+def _folder(root: Path, layers: str) -> Path:
+    for rel, text in ((LAYERS, layers), (MODELS, MODELS_TEXT), ("cs231n/__init__.py", ""),
+                      ("cs231n/classifiers/__init__.py", "")):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _role_checks(rec: dict, texts: dict, objects) -> dict:
+    out = {}
+    for b in PACK.bindings_for(rec["edition"]):
+        if b.component not in objects or b.role not in ROLE_PROBES:
+            continue
+        rctx = RoleContext(b, objects[b.component], pack_probes._reference(PACK, b), 0, "cpu", False, texts)
+        for probe in ROLE_PROBES[b.role]:
+            for c in probe.fn(rctx):
+                out[c["id"]] = (c["status"], (c.get("location") or {}).get("line"))
+    return out
+
+
+def _split_checks(tmp_path: Path, text: str) -> tuple[dict, set, list]:
+    """The role checks through a model server; the submission's frames the prober ran; its modules here."""
+    work = tmp_path / "run"
+    _folder(work / "repo", text)
+    mine, theirs = socket.socketpair()
+    proc = split.start_server(work, theirs, Limits(), sandbox.mode("auto"), "cpu", "test-token", None,
+                              subprocess.DEVNULL, subprocess.DEVNULL)
+    theirs.close()
+    seen: set = set()
+    roots = (str(work / "repo"), str(work / "server"), os.path.realpath(work))
+
+    def profile(frame, event, arg):
+        f = frame.f_code.co_filename
+        if f.startswith(roots):
+            seen.add(f)
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        source, module = pack_remote.load(str(work / "repo"), "sub", PACK, 30, mine.fileno())
+        rec = getattr(module, pack_probes.KEY)
+        checks = _role_checks(rec, dict(rec["texts"]), rec["objects"])
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        mine.close()
+        proc.wait(timeout=30)
+    here = [n for n, m in list(sys.modules.items())
+            if str(getattr(m, "__file__", "") or "").startswith(roots)]
+    return checks, seen, here
+
+
+def _inprocess_checks(tmp_path: Path, text: str) -> dict:
+    path = tmp_path / "inproc" / LAYERS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"split_student_{next(_names)}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    objects = {}
+    for b in PACK.bindings:
+        obj = module
+        for part in b.target.split(":")[1].split("."):
+            obj = getattr(obj, part)
+        objects[b.component] = obj
+    rec = {"edition": "2025"}
+    return _role_checks(rec, {LAYERS: text}, objects)
+
+
+@pytest.mark.parametrize("mutant", [None] + list(MUTANTS), ids=["reference"] + [m.id for m in MUTANTS])
+def test_the_prober_never_runs_the_submission_and_measures_the_same(tmp_path, mutant):
+    text = REFERENCE if mutant is None else mutant.source()
+    got, frames, modules = _split_checks(tmp_path, text)
+    assert frames == set(), f"the prober ran the submission's code: {sorted(frames)}"
+    assert modules == [], f"the prober imported the submission's modules: {modules}"
+    want = _inprocess_checks(tmp_path, text)
+    assert got == want
+    if mutant is None:
+        assert {s for s, _ in got.values()} == {"pass"}, got
+    else:
+        component, probe, _ = EXPECTED[mutant.id]
+        assert got[f"{component}.{probe}"][0] == "fail", got
+
+
+HOSTILE = '''
+
+def _reach_the_grader():
+    import gc, json, os, sys
+    found = {}
+    try:
+        import harness  # noqa
+        found["harness"] = True
+    except Exception:
+        found["harness"] = False
+    found["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("harness", "reference_model", "mutants"))
+    found["gc"] = sum(1 for o in gc.get_objects() if str(getattr(type(o), "__module__", "")).startswith("harness"))
+    refs = [REFERENCE_PATH, "/opt/mtxdiag/harness/packs/cs231n/reference.py"]
+    found["reference"] = [p for p in refs if os.path.exists(p)]
+    print("REACH " + json.dumps(found), flush=True)
+    forged = json.dumps({"event": "result", "result": {"checks": [{"id": "MultiHeadAttention.scale",
+                                                                    "status": "pass"}]}}).encode() + b"\\n"
+    for fd in range(3, 256):
+        try:
+            os.write(fd, forged)
+        except OSError:
+            pass
+'''
+
+
+def _check(folder: Path) -> dict:
+    return api.check_file(folder, assignment=PACK.name, quick=True)
+
+
+def test_a_submission_reaching_for_the_grader_gets_no_credit_and_canaries_stay_clean(tmp_path):
+    bad = next(m for m in MUTANTS if m.id == "cs231n-scale-missing").source()
+    bad = bad.replace("        super().__init__()\n", "        super().__init__()\n        _reach_the_grader()\n", 1)
+    bad += HOSTILE.replace("REFERENCE_PATH", repr(ref_module.__file__))
+    r = _check(_folder(tmp_path / "hostile", bad))
+    assert r["verdict"] != "clean"
+    by_id = {c["id"]: c for c in r["checks"]}
+    assert by_id.get("MultiHeadAttention.scale", {}).get("status") != "pass"
+    assert not any(c["status"] == "pass" for c in r["checks"] if c["id"].startswith("MultiHeadAttention")), \
+        "a check passed after the forgery"
+    static = by_id["tamper-static"]                    # the instructor sees the attempt, at its lines
+    assert "imports the grader" in static["detail"] and "gc.get_objects" in static["detail"]
+    reach = [json.loads(line[6:]) for line in r["stdout"].splitlines() if line.startswith("REACH ")]
+    assert reach, r["stdout"][-2000:]
+    assert reach[0]["harness"] is False and reach[0]["modules"] == [] and reach[0]["gc"] == 0
+    if sandbox.mode("auto") == "bwrap":
+        assert reach[0]["reference"] == []             # nothing of the grader on the server's file system
+    errors = [c for c in r["checks"] if c["status"] == "error"]
+    assert errors and any("model server" in (c.get("detail") or "") for c in errors), \
+        [(c["id"], c["status"], c.get("detail")) for c in r["checks"]]
+    for i in range(3):
+        canary = _check(_folder(tmp_path / f"canary{i}", REFERENCE))
+        assert canary["verdict"] == "clean", [(c["id"], c["status"], c.get("detail")) for c in canary["checks"]
+                                              if c["status"] not in ("pass", "skip")]
+        assert not any(c["status"] in ("fail", "error") for c in canary["checks"])
