@@ -11,7 +11,7 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-from harness.assignments import PACKS, pack_of
+from harness.assignments import BUILT_IN, PACKS, pack_of
 from harness.packs.discover import load
 
 from .model import Mutant, apply_edits, reference_source
@@ -46,15 +46,22 @@ def _usable(name: str) -> tuple[Mutant, ...]:
         return ()
 
 
+def _added() -> tuple[str, ...]:
+    """The packs beyond the built-in assignments (a built-in declared as a pack, `block`, keeps its mutants in the
+    library's own registry, which its pack names: listing them here too would count them twice)."""
+    built_in = {a.name for a in BUILT_IN}
+    return tuple(name for name in PACKS if name not in built_in)
+
+
 def every() -> tuple[Mutant, ...]:
-    """Every discovered pack's usable mutants, in the packs' order (a pack whose mutants cannot be read adds none:
+    """Every added pack's usable mutants, in the packs' order (a pack whose mutants cannot be read adds none:
     `problems()` says why)."""
-    return tuple(m for name in PACKS for m in _usable(name))
+    return tuple(m for name in _added() for m in _usable(name))
 
 
 def names() -> tuple[str, ...]:
-    """The packs that declare usable mutants."""
-    return tuple(name for name in PACKS if _usable(name))
+    """The added packs that declare usable mutants."""
+    return tuple(name for name in _added() if _usable(name))
 
 
 def problems() -> list[str]:
