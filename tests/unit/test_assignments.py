@@ -85,10 +85,13 @@ def test_everything_that_names_an_assignment_names_a_declared_one():
     # the generic role probes' causes name the built-in packs' assignments (declared by each pack's Pack.assignment)
     from harness.causes.role_rules import BUILTIN
     assert named == set(NAMES) | {p.name for p in BUILTIN}
-    # the built-in assignments, then the packs that declare mutants (Pack.mutants), in discovery's order
-    assert mutants.ALL_ASSIGNMENTS == tuple(a.name for a in assignments.BUILT_IN) + \
-        tuple(p for p in assignments.PACKS if mutants.packs.of_pack(p)) and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
-    assert "cs231n" in mutants.ALL_ASSIGNMENTS
+    # the built-in assignments (block among them, though declared as a pack), then the added packs that declare
+    # mutants (Pack.mutants), in discovery's order; none twice
+    built_in = tuple(a.name for a in assignments.BUILT_IN)
+    assert mutants.ALL_ASSIGNMENTS == built_in + \
+        tuple(p for p in assignments.PACKS if p not in built_in and mutants.packs.of_pack(p)) and mutants.ASSIGNMENTS == assignments.SINGLE_FILE
+    assert "cs231n" in mutants.ALL_ASSIGNMENTS and len(set(mutants.ALL_ASSIGNMENTS)) == len(mutants.ALL_ASSIGNMENTS)
+    assert len({m.id for m in mutants.ALL_MUTANTS}) == len(mutants.ALL_MUTANTS)
 
 
 def test_report_sections_are_registered_per_assignment():
