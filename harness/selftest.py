@@ -221,7 +221,8 @@ def selftest(quick, jobs, assignment, only, as_json):
         cases = correct_cases() + mutant_cases(Path(tmp), assignment)
         if assignment_of(assignment).is_repository:   # lm's mutants: a separate registry, checked as repositories
             cases = lm_cases(Path(tmp))
-        elif pack_of(assignment) is not None:         # a pack's: its reference and mutants as assignment folders
+        elif pack_of(assignment) is not None and not pack_of(assignment).is_file:   # a folder pack's: its
+            # reference and mutants as assignment folders (a one-file pack's, block's, are the file cases below)
             cases = pack_cases(Path(tmp), assignment)
         elif assignment is None:
             cases += pack_cases(Path(tmp))

@@ -9,13 +9,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.assignments import PACKS
 from harness.cli.main import main
 from mutants import packs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [p for p in PACKS if packs.of_pack(p)])
+@pytest.mark.parametrize("name", packs.names())     # the added packs (block, built in: test_selftest.py)
 def test_selftest_of_a_pack_names_every_mutant_at_its_line_and_the_reference_clean(name):
     r = CliRunner().invoke(main, ["selftest", "--assignment", name, "--quick", "--json"])
     text = getattr(r, "stdout", r.output)
