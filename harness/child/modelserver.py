@@ -6,7 +6,11 @@ on its file system (the sandbox binds only the interpreter, torch's site folders
 prober (harness/child/probes/roles/remote.py) never imports it; both write and read messages with modelwire.py
 (copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
 
-Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, backward.
+Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
+backward. A call may name a submodule of the handle's module (`child`, its dotted name) and ask for records of
+kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
+direct child's first tensor input and its output in call order (child), and whether any submodule was handed a
+tensor equal to `seen` (seen).
 A request's "seed" (when the prober's torch generator was seeded since the last one) seeds the server's.
 An exception answers {"error": {type, message (cut), file, line}}: the student's innermost line, as evidence.
 """
@@ -192,6 +196,7 @@ class Server:
             ans["params"] = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL,
                                                                                        p.VAR_KEYWORD)]
             ans["varkw"] = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+            ans["names"] = [p.name for p in sig.parameters.values()][:64]      # *args and **kwargs too
         except (TypeError, ValueError):
             ans["params"], ans["varkw"] = [], True
         return ans
@@ -221,13 +226,18 @@ class Server:
             raise KeyError("no such module (built too long ago)")
         return m
 
-    def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None):
+    def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None, child=None,
+             seen=None):
         import torch
-        fn = self.targets[target] if target is not None else (
-            self._module(handle) if method == "__call__" else getattr(self._module(handle), method))
         m = self._module(handle) if target is None else None
+        if m is not None and child is not None:
+            subs = dict(m.named_modules())
+            if not isinstance(child, str) or not child or child not in subs:
+                raise KeyError(f"the module has no submodule {text_of(child, 200)!r}")
+            m = subs[child]
+        fn = self.targets[target] if target is not None else (m if method == "__call__" else getattr(m, method))
         versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
-        rec = Recorder(self.root, set(record), m)
+        rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
         with rec:
             out = fn(*args, **(kwargs or {}))
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
@@ -262,6 +272,16 @@ class Server:
             self._module(handle).load_state_dict({k: v for k, v in state}, strict=bool(strict))
         return {}
 
+    def assign(self, handle, params):
+        """Each named parameter's data replaced by the value sent (its shape kept; its dtype may change)."""
+        import torch
+        mine = dict(self._module(handle).named_parameters())
+        for k, v in params:
+            if k not in mine or not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(mine[k].shape):
+                raise KeyError(f"no parameter {text_of(k, 200)!r} of that shape")
+            mine[k].data = v.to(mine[k].device)
+        return {}
+
     def parameters(self, handle):
         return {"params": [[k, p.detach(), p.grad, bool(p.requires_grad)]
                            for k, p in self._module(handle).named_parameters()]}
@@ -271,7 +291,7 @@ class Server:
         import torch
         ops = {"load": self.load, "build": self.build, "call": self.call, "mode": self.mode,
                "state_dict": self.state_dict, "load_state_dict": self.load_state_dict,
-               "parameters": self.parameters, "backward": self.backward}
+               "parameters": self.parameters, "assign": self.assign, "backward": self.backward}
         while True:
             try:
                 req = read(self.fd)
@@ -311,11 +331,13 @@ def _recorder_base():
 
 class Recorder:
     """The calls the prober asked to see during one call ("softmax", "dropout": op records; "mask": the mask
-    keyword arguments handed to submodules; "module": each submodule's output), bounded; lines are the innermost
-    in the module's own file."""
+    keyword arguments handed to submodules; "module": each submodule's output; "child": each direct child's first
+    tensor input and its output, in call order; "seen": one record when any submodule is handed a tensor equal to
+    `seen`), bounded; lines are the innermost in the module's own file."""
 
-    def __init__(self, root: str, kinds: set, module):
+    def __init__(self, root: str, kinds: set, module, seen=None):
         self.root, self.kinds, self.module, self.records, self.mode, self.hooks = root, kinds, module, [], None, []
+        self.seen = seen
 
     def __enter__(self):
         import torch
@@ -356,7 +378,46 @@ class Recorder:
                     self.records.append({"op": "module", "name": names.get(id(mod), "")[:200],
                                          "value": out.detach().clone()})
             self.hooks += [s.register_forward_hook(post) for s in self.module.modules() if s is not self.module]
+        if self.module is not None and "child" in self.kinds:
+            self._children()
+        if self.module is not None and "seen" in self.kinds and self.seen is not None:
+            self._seen()
         return self
+
+    def _children(self):
+        import torch
+        kids = {id(sub): name for name, sub in self.module.named_children()}
+        rows = [r for r in self.records if r.get("op") == "child"]
+
+        def pre(mod, args, kwargs):
+            if len(self.records) >= MAX_RECORDS:
+                return
+            first = next((a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)), None)
+            row = {"op": "child", "name": kids.get(id(mod), "")[:200],
+                   "input": None if first is None else first.detach().clone(), "output": None, "open": True}
+            self.records.append(row)
+            rows.append(row)
+
+        def post(mod, args, kwargs, out):
+            for row in reversed(rows):
+                if row["name"] == kids.get(id(mod)) and row.pop("open", False):
+                    row["output"] = out.detach().clone() if isinstance(out, torch.Tensor) else None
+                    break
+        subs = [sub for _, sub in self.module.named_children()]
+        self.hooks += [s.register_forward_pre_hook(pre, with_kwargs=True) for s in subs] + \
+            [s.register_forward_hook(post, with_kwargs=True) for s in subs]
+
+    def _seen(self):
+        import torch
+        mask = self.seen
+
+        def pre(mod, args, kwargs):
+            if not any(r.get("op") == "seen" for r in self.records) and any(
+                    isinstance(a, torch.Tensor) and a.shape == mask.shape and
+                    torch.equal(a, mask) for a in list(args) + list(kwargs.values())):
+                self.records.append({"op": "seen"})
+        self.hooks += [s.register_forward_pre_hook(pre, with_kwargs=True) for s in self.module.modules()
+                       if s is not self.module]
 
     def __exit__(self, *exc):
         if self.mode is not None:
