@@ -6,7 +6,11 @@ on its file system (the sandbox binds only the interpreter, torch's site folders
 prober (harness/child/probes/roles/remote.py) never imports it; both write and read messages with modelwire.py
 (copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
 
-Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, backward.
+Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
+backward. A call may name a submodule of the handle's module (`child`, its dotted name) and ask for records of
+kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
+direct child's first tensor input and its output in call order (child), and whether any submodule was handed a
+tensor equal to `seen` (seen).
 A request's "seed" (when the prober's torch generator was seeded since the last one) seeds the server's.
 An exception answers {"error": {type, message (cut), file, line}}: the student's innermost line, as evidence.
 """
@@ -21,13 +25,14 @@ import sys
 import types
 
 try:
+    from .modelrecord import Recorder, _file
     from .modelwire import Handle, WireError, read, write      # imported as harness.child.modelserver (tests)
 except ImportError:                                             # run as a script, modelwire.py beside it
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    from modelrecord import Recorder, _file                     # type: ignore[no-redef]
     from modelwire import Handle, WireError, read, write       # type: ignore[no-redef]
 
 MAX_TEXT = 1000                 # characters of a message the server sends
-MAX_RECORDS = 64                # op records per call
 MAX_HANDLES = 256               # modules the server keeps (the oldest goes first)
 MAX_GRAPHS = 8                  # outputs kept for a backward
 
@@ -192,6 +197,7 @@ class Server:
             ans["params"] = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL,
                                                                                        p.VAR_KEYWORD)]
             ans["varkw"] = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+            ans["names"] = [p.name for p in sig.parameters.values()][:64]      # *args and **kwargs too
         except (TypeError, ValueError):
             ans["params"], ans["varkw"] = [], True
         return ans
@@ -221,13 +227,18 @@ class Server:
             raise KeyError("no such module (built too long ago)")
         return m
 
-    def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None):
+    def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None, child=None,
+             seen=None):
         import torch
-        fn = self.targets[target] if target is not None else (
-            self._module(handle) if method == "__call__" else getattr(self._module(handle), method))
         m = self._module(handle) if target is None else None
+        if m is not None and child is not None:
+            subs = dict(m.named_modules())
+            if not isinstance(child, str) or not child or child not in subs:
+                raise KeyError(f"the module has no submodule {text_of(child, 200)!r}")
+            m = subs[child]
+        fn = self.targets[target] if target is not None else (m if method == "__call__" else getattr(m, method))
         versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
-        rec = Recorder(self.root, set(record), m)
+        rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
         with rec:
             out = fn(*args, **(kwargs or {}))
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
@@ -262,6 +273,16 @@ class Server:
             self._module(handle).load_state_dict({k: v for k, v in state}, strict=bool(strict))
         return {}
 
+    def assign(self, handle, params):
+        """Each named parameter's data replaced by the value sent (its shape kept; its dtype may change)."""
+        import torch
+        mine = dict(self._module(handle).named_parameters())
+        for k, v in params:
+            if k not in mine or not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(mine[k].shape):
+                raise KeyError(f"no parameter {text_of(k, 200)!r} of that shape")
+            mine[k].data = v.to(mine[k].device)
+        return {}
+
     def parameters(self, handle):
         return {"params": [[k, p.detach(), p.grad, bool(p.requires_grad)]
                            for k, p in self._module(handle).named_parameters()]}
@@ -271,7 +292,7 @@ class Server:
         import torch
         ops = {"load": self.load, "build": self.build, "call": self.call, "mode": self.mode,
                "state_dict": self.state_dict, "load_state_dict": self.load_state_dict,
-               "parameters": self.parameters, "backward": self.backward}
+               "parameters": self.parameters, "assign": self.assign, "backward": self.backward}
         while True:
             try:
                 req = read(self.fd)
@@ -294,102 +315,6 @@ class Server:
             except WireError as e:
                 write(self.fd, {"id": rid, "error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
                                                      "file": None, "line": None}})
-
-
-def _file(obj):
-    import inspect
-    try:
-        return inspect.getsourcefile(obj)
-    except (TypeError, OSError):
-        return None
-
-
-def _recorder_base():
-    from torch.overrides import TorchFunctionMode
-    return TorchFunctionMode
-
-
-class Recorder:
-    """The calls the prober asked to see during one call ("softmax", "dropout": op records; "mask": the mask
-    keyword arguments handed to submodules; "module": each submodule's output), bounded; lines are the innermost
-    in the module's own file."""
-
-    def __init__(self, root: str, kinds: set, module):
-        self.root, self.kinds, self.module, self.records, self.mode, self.hooks = root, kinds, module, [], None, []
-
-    def __enter__(self):
-        import torch
-        import torch.nn.functional as F
-        if not self.kinds:
-            return self
-        me = self
-        watched = {torch.softmax: "softmax", F.softmax: "softmax", torch.Tensor.softmax: "softmax",
-                   F.dropout: "dropout", torch.dropout: "dropout", F.scaled_dot_product_attention: "sdpa"}
-        path = os.path.realpath(_file(type(self.module)) or "") if self.module is not None else ""
-
-        class Mode(_recorder_base()):
-            def __torch_function__(self, func, types_, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                name = watched.get(func)
-                kind = "dropout" if name == "sdpa" else name
-                if name and kind in me.kinds and len(me.records) < MAX_RECORDS:
-                    line = me._line(sys._getframe(1), path)
-                    if line is not None:
-                        me.records.append(me._op(name, line, args, kwargs, out))
-                return out
-        if self.kinds & {"softmax", "dropout"}:
-            self.mode = Mode()
-            self.mode.__enter__()
-        if self.module is not None and "mask" in self.kinds:
-            def pre(mod, args, kwargs):
-                for k, v in kwargs.items():
-                    if "mask" in k and isinstance(v, torch.Tensor) and len(self.records) < MAX_RECORDS:
-                        self.records.append({"op": "mask", "value": v.detach().clone()})
-            self.hooks += [s.register_forward_pre_hook(pre, with_kwargs=True) for s in self.module.modules()
-                           if s is not self.module]
-        if self.module is not None and "module" in self.kinds:
-            names = {id(x): k for k, x in self.module.named_modules()}
-
-            def post(mod, args, out):
-                if isinstance(out, torch.Tensor) and len(self.records) < 4 * MAX_RECORDS:
-                    self.records.append({"op": "module", "name": names.get(id(mod), "")[:200],
-                                         "value": out.detach().clone()})
-            self.hooks += [s.register_forward_hook(post) for s in self.module.modules() if s is not self.module]
-        return self
-
-    def __exit__(self, *exc):
-        if self.mode is not None:
-            self.mode.__exit__(*exc)
-        for h in self.hooks:
-            h.remove()
-        return False
-
-    @staticmethod
-    def _line(frame, path: str):
-        while frame is not None:
-            if frame.f_code.co_filename == path:
-                return frame.f_lineno
-            frame = frame.f_back
-        return None
-
-    @staticmethod
-    def _op(name, line, args, kwargs, out) -> dict:
-        import torch
-        if name == "softmax":
-            return {"op": "softmax", "line": line, "value": out.detach().clone() if isinstance(out, torch.Tensor)
-                    else None}
-        x = args[0] if args else kwargs.get("input", kwargs.get("query"))
-        shape = list(getattr(x, "shape", ()))
-        if name == "sdpa":
-            return {"op": "sdpa", "line": line, "shape": shape, "trains": True, "p": 1.0}
-        if kwargs.get("train") is not None or kwargs.get("training") is not None:
-            trains = kwargs.get("train", kwargs.get("training"))
-        else:
-            trains = args[2] if len(args) > 2 else True
-        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-        return {"op": "dropout", "line": line, "shape": shape, "trains": bool(trains),
-                "p": float(p) if isinstance(p, (int, float)) else 0.5}
 
 
 def main(argv: list[str]) -> int:

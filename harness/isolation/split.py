@@ -26,6 +26,7 @@ from .scratch import env as _env
 
 SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
 WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
+RECORD = SERVER.with_name("modelrecord.py")     # the server's recorder, imported from beside it too
 SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare)
 
 
@@ -73,6 +74,7 @@ def start_server(work: Path, sock, lim, isolation: str, device: str, token: str,
     shutil.copytree(work / "repo", home / "repo", symlinks=False)
     shutil.copyfile(SERVER, home / "modelserver.py")
     shutil.copyfile(WIRE, home / "modelwire.py")
+    shutil.copyfile(RECORD, home / "modelrecord.py")
     fd = sock.fileno()
     sites = [a for d in sandbox.python_path("bwrap")[1:] for a in ("--site", d)]     # the site folders
     cmd = sandbox.command([sys.executable, "-I", "-S", str(home / "modelserver.py"), "--fd", str(fd), "--root",

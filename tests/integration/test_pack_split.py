@@ -29,7 +29,7 @@ from harness.child.probes import packs as pack_probes
 from harness.child.probes.roles import ROLE_PROBES, RoleContext
 from harness.isolation import sandbox, split
 from harness.packs.cs231n import reference as ref_module
-from harness.packs.cs231n.mutants import EXPECTED, MUTANTS
+from harness.packs.cs231n.mutants import ERRORS, EXPECTED, MUTANTS
 from harness.packs.cs231n.pack import LAYERS, MODELS, PACK
 from harness.protocol import Limits
 
@@ -54,7 +54,9 @@ def _role_checks(rec: dict, texts: dict, objects) -> dict:
         rctx = RoleContext(b, objects[b.component], pack_probes._reference(PACK, b), 0, "cpu", False, texts)
         for probe in ROLE_PROBES[b.role]:
             for c in probe.fn(rctx):
-                out[c["id"]] = (c["status"], (c.get("location") or {}).get("line"))
+                mech = (c.get("data") or {}).get("mechanism")
+                out[c["id"]] = (c["status"], (c.get("location") or {}).get("line"),
+                                mech.get("kind") if isinstance(mech, dict) else None)
     return out
 
 
@@ -116,10 +118,11 @@ def test_the_prober_never_runs_the_submission_and_measures_the_same(tmp_path, mu
     want = _inprocess_checks(tmp_path, text)
     assert got == want
     if mutant is None:
-        assert {s for s, _ in got.values()} == {"pass"}, got
+        assert {s for s, _, _ in got.values()} == {"pass"}, got
     else:
-        component, probe, _ = EXPECTED[mutant.id]
-        assert got[f"{component}.{probe}"][0] == "fail", got
+        component, probe, mech = EXPECTED[mutant.id]
+        assert got[f"{component}.{probe}"][0] == ("error" if mutant.id in ERRORS else "fail"), got
+        assert got[f"{component}.{probe}"][2] == mech, got
 
 
 HOSTILE = '''

@@ -21,7 +21,7 @@ import torch
 from ..base import Skip, manual_seed
 from .attention import encode
 from .model import vocabulary
-from .support import DEFAULT, StudentFailure, build, make, owner_class, run
+from .support import DEFAULT, StudentFailure, assign, build, make, owner_class, run
 from .support import randn as _randn
 
 PID = "course"
@@ -41,8 +41,8 @@ def _linspace(module, span, dtype) -> None:
     """Every parameter one evenly spaced range over its entries, in `dtype` (as a course that sets each parameter's
     data does: its buffers keep theirs)."""
     lo, hi = span
-    for p in module.parameters():
-        p.data = torch.linspace(lo, hi, p.numel(), dtype=dtype).reshape(p.shape).to(p.device)
+    assign(module, {k: torch.linspace(lo, hi, p.numel(), dtype=dtype).reshape(p.shape).to(p.device)
+                    for k, p in module.named_parameters()})
 
 
 def _given(rctx, student, pre, init, dtype):
@@ -109,8 +109,7 @@ def _one(rctx, call) -> dict:
         for m in (student, ref):
             _linspace(m, call.span, dtype)
     else:
-        for p in student.parameters():
-            p.data = p.data.to(dtype)
+        assign(student, {k: p.data.to(dtype) for k, p in student.named_parameters()})
         ref = _given(rctx, student, pre, init, dtype)
     if ref is None:
         raise Skip("the piece's parameters are not named as the reference's: its weights cannot be given to it")

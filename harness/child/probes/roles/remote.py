@@ -21,7 +21,8 @@ import torch
 from ... import modelwire as wire
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
-KINDS = ("softmax", "dropout", "mask", "module", "sdpa")
+KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen")
+MAX_NAME = 200                  # characters of a submodule name the server reports
 
 
 class RemoteFailure(Exception):
@@ -61,6 +62,7 @@ class Client:
         self.lost: str | None = None
         self.seed = None
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
+        self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
@@ -127,7 +129,11 @@ def remote_class(client: Client, component: str, info: dict, shown: str | None) 
     if info.get("varkw") or not info.get("params"):
         ps.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
     name = info.get("owner") if isinstance(info.get("owner"), str) and info["owner"].isidentifier() else "Remote"
+    names = info.get("names")
+    names = tuple(p for p in names if isinstance(p, str) and p.isidentifier() and len(p) <= 100) \
+        if isinstance(names, list) and len(names) <= 64 else None
     return RemoteMeta(name, (), {"_client": client, "_component": component, "__mtxdiag_file__": shown,
+                                 "__mtxdiag_params__": names,
                                  "_rel": info.get("file") if isinstance(info.get("file"), str) else None,
                                  "__signature__": inspect.Signature(ps), "__qualname__": name,
                                  "__module__": "submission"})
@@ -179,16 +185,19 @@ class RemoteModule:
             raise AttributeError(f"the model server's proxy does not offer Module.{name}")    # the student's
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
-    def _call(self, method: str, args, kwargs):
+    def _call(self, method: str, args, kwargs, child: str | None = None):
         kinds = sorted({k for ks, _ in self._client.recording for k in ks})
+        extra = {"child": child} if child is not None else {}
+        if "seen" in kinds and isinstance(self._client.seen, torch.Tensor):
+            extra["seen"] = self._client.seen
         ans = self._client.request("call", handle=self._h, method=method, args=tuple(args), kwargs=kwargs,
-                                   record=kinds)
+                                   record=kinds, **extra)
         for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
             if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
                     isinstance(t, torch.Tensor) and t.shape == args[i].shape:
                 with torch.no_grad():
                     args[i].copy_(t)
-        recs = [r for r in ans.get("records") or () if isinstance(r, dict) and r.get("op") in KINDS]
+        recs = [r for r in ans.get("records") or () if isinstance(r, dict) and r.get("op") in KINDS and _valid(r)]
         for ks, out in self._client.recording:
             out.extend(r for r in recs if r["op"] in ks or (r["op"] == "sdpa" and "dropout" in ks))
         value = ans.get("value")
@@ -196,6 +205,10 @@ class RemoteModule:
         if type(graph) is int:
             value = _with_graph(self._client, graph, value)
         return value
+
+    def call_child(self, name: str, *args, **kwargs):
+        """The submodule `name` (dotted, as named_modules names it) called alone, as student code."""
+        return self._call("__call__", args, kwargs, child=str(name))
 
     def train(self, mode: bool = True):
         self._client.request("mode", handle=self._h, train=bool(mode))
@@ -235,6 +248,19 @@ class RemoteModule:
     def parameters(self):
         return iter(p for _, p in self.named_parameters())
 
+    def assign(self, values: dict) -> None:
+        """Each named parameter's data replaced in the server by the value given (its shape kept)."""
+        self._client.request("assign", handle=self._h, params=[[str(k), v.detach()] for k, v in values.items()])
+
+
+def _valid(r: dict) -> bool:
+    """A record has the fields of its kind: a child's name is a short string, its input and output tensors or
+    None; the other kinds are checked where they are read (observe.py)."""
+    if r["op"] == "child":
+        return isinstance(r.get("name"), str) and len(r["name"]) <= MAX_NAME and all(
+            r.get(k) is None or isinstance(r.get(k), torch.Tensor) for k in ("input", "output"))
+    return True
+
 
 def _pairs(rows, n: int) -> list:
     return [tuple(r) for r in rows or () if isinstance(r, (list, tuple)) and len(r) == n and isinstance(r[0], str)]
@@ -253,6 +279,13 @@ def _with_graph(client: Client, graph: int, value):
     return type(value)(flat) if isinstance(value, (tuple, list)) else flat[0]
 
 
+def parameter_names(cls) -> list | None:
+    """The student's constructor's parameter names as the server read them (its *args and **kwargs included);
+    None when it could not (as inspect.signature failing in process)."""
+    names = getattr(cls, "__mtxdiag_params__", None)
+    return list(names) if names is not None else None
+
+
 def is_remote(obj) -> bool:
     return isinstance(obj, RemoteModule) or isinstance(type(obj), RemoteMeta)
 
@@ -262,13 +295,26 @@ def file_rel(module) -> str | None:
     return getattr(module.__class__, "_rel", None)
 
 
-def records(module, call, kinds: tuple) -> list:
-    """The server's records of `kinds` made while `call()` runs (module: a RemoteModule)."""
+def records(module, call, kinds: tuple, seen=None) -> list:
+    """The server's records of `kinds` made while `call()` runs (module: a RemoteModule); `seen`: the tensor a
+    "seen" record is made for."""
     client = object.__getattribute__(module, "_client")
     out: list = []
     client.recording.append((kinds, out))
+    before, client.seen = client.seen, seen if seen is not None else client.seen
     try:
         call()
     finally:
         client.recording.pop()
+        client.seen = before
     return out
+
+
+def trace(module, call) -> list:
+    """The direct submodules in the order the module's forward calls them: [name, input copy, output copy]."""
+    return [[r["name"], r.get("input"), r.get("output")] for r in records(module, call, ("child",))]
+
+
+def received_mask(module, mask, call) -> bool:
+    """Whether any submodule was handed a tensor equal to `mask` during `call()`."""
+    return any(r["op"] == "seen" for r in records(module, call, ("seen",), seen=mask.detach()))

@@ -11,6 +11,7 @@ from functools import lru_cache
 import torch
 
 from ..base import Skip, check, manual_seed
+from . import remote
 from .remote import RemoteFailure
 
 
@@ -215,9 +216,12 @@ def parameter_order(rctx) -> dict | None:
     construction that raises (kind parameter-order), else None."""
     mine_cls, ref_cls = owner_class(rctx.student), owner_class(rctx.reference)
     try:
-        mine = [p for p in inspect.signature(mine_cls).parameters]
+        mine = remote.parameter_names(mine_cls) if remote.is_remote(mine_cls) else \
+            [p for p in inspect.signature(mine_cls).parameters]
         ref = [p for p in inspect.signature(ref_cls).parameters]
     except (TypeError, ValueError):
+        return None
+    if mine is None:
         return None
     shared = [p for p in ref if p in mine]
     if len(shared) < 2 or shared == [p for p in mine if p in ref]:
@@ -256,6 +260,8 @@ def diff(a, b) -> float:
 # -- what a module's children are given and return ------------------------------------------------------------
 def trace(m, call_) -> list:
     """The direct submodules in the order forward calls them: (name, input copy, output copy)."""
+    if remote.is_remote(m):         # the model server hooks them (a "child" record per call)
+        return remote.trace(m, call_)
     names = {id(sub): name for name, sub in m.named_children()}
     seen: list = []
 
@@ -297,6 +303,8 @@ def assigned_before(rctx, name: str) -> int | None:
 
 def received_mask(m, mask, call_) -> bool:
     """Whether any submodule was handed the layer's mask (positionally or by keyword)."""
+    if remote.is_remote(m):         # the server compares what its submodules are handed with the mask's value
+        return remote.received_mask(m, mask, call_)
     got = []
 
     def pre(mod, args, kwargs):
@@ -314,7 +322,19 @@ def received_mask(m, mask, call_) -> bool:
 
 def run_child(rctx, m, name: str, x):
     """The module's child `name` (a direct submodule) run on x, as student code."""
+    if remote.is_remote(m):
+        return run(rctx, f"{rctx.binding.component}.{name}", m.call_child, name, x)
     return run(rctx, f"{rctx.binding.component}.{name}", dict(m.named_children())[name], x)
+
+
+def assign(m, values: dict) -> None:
+    """Each named parameter's data replaced by the value given (its shape kept, its dtype may change)."""
+    if remote.is_remote(m):
+        m.assign(values)
+        return
+    mine = dict(m.named_parameters())
+    for k, v in values.items():
+        mine[k].data = v
 
 
 # -- checks -------------------------------------------------------------------------------------------------------
