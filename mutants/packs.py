@@ -76,7 +76,9 @@ def problems() -> list[str]:
 
 
 def is_pack_mutant(m: Mutant) -> bool:
-    return pack_of(m.assignment) is not None
+    """A folder pack's mutant (exported as the pack's folder); a one-file pack's (block's) is a file as before."""
+    pack = pack_of(m.assignment)
+    return pack is not None and not pack.is_file
 
 
 def folder_files(m: Mutant, text: str | None = None) -> dict[str, str]:
