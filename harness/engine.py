@@ -124,7 +124,8 @@ def diagnose(result: dict) -> list[dict]:
             found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
-    packed = pack_of(ev.assignment) is not None
+    pack = pack_of(ev.assignment)     # a folder pack's diagnoses fold by cited checks; a one-file pack (block)
+    packed = pack is not None and not pack.is_file      # keeps the built-in rules' behaviour unchanged
     for f, cause in found:
         cited = {cid for cid in ev.by_id for line in f.evidence if line.startswith(cid + ":")}
         if packed and cited and cited <= explained:
