@@ -5,4 +5,38 @@ The per-user check daemon (harness/isolation/daemon.py) is off for every test bu
 leave a background process behind on the machine that runs the tests, nor find one a user started."""
 import os
 
+import pytest
+
 os.environ["MTXDIAG_DAEMON"] = "0"
+
+
+# ---------------------------------------------------------------- running the tiers on several cores (pytest-xdist)
+# README's test command runs the suite with `-n auto --dist loadgroup`: each worker takes whole groups. A group is
+# one test file (its module fixtures are built once), except where files share a session fixture that must be built
+# once: the journey tier's installed wheel, and the hostile submissions' pool that test_warm.py grades beside them.
+# Groups start longest first (the measured cost below, seconds of one file alone on a 2-core machine), so that the
+# last group to start is a short one; a file not listed is short and starts after them in collection order.
+SHARED_GROUPS = {"tests/journeys/": "journeys", "tests/integration/test_hostile.py": "hostile",
+                 "tests/integration/test_warm.py": "hostile"}
+COST_S: dict[str, float] = {}
+
+
+def _group(item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return next((g for prefix, g in SHARED_GROUPS.items() if path.startswith(prefix)), path)
+
+
+def pytest_configure(config):
+    # keep the order set below (xdist would otherwise start the groups with the most tests first)
+    if getattr(config.option, "numprocesses", None):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)      # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    if not getattr(config.option, "numprocesses", None):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    first_seen = {g: n for n, g in enumerate(dict.fromkeys(_group(i) for i in items))}
+    items.sort(key=lambda i: (-COST_S.get(_group(i), 0.0), first_seen[_group(i)]))

@@ -27,3 +27,13 @@ def test_every_linked_document_exists():
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
     assert "docs/guide.md" in links and "docs/causes.md" in links
     assert [p for p in links if not p.startswith("http") and not (ROOT / p).exists()] == []
+
+
+def test_ci_runs_the_readme_test_command():
+    """CI (.ci/run) runs README's test command with the same pytest options (it adds only -q and no cache)."""
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    tests = [ln.strip() for ln in setup.splitlines() if ln.startswith("    ") and "pytest" in ln][0]
+    options = tests.split("python -m pytest", 1)[1].split()
+    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if "python -m pytest" in ln][-1]
+    ci_options = ci.split("python -m pytest", 1)[1].split()
+    assert options and ci_options[:len(options)] == options, (options, ci_options)
