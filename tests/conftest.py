@@ -18,7 +18,12 @@ os.environ["MTXDIAG_DAEMON"] = "0"
 # last group to start is a short one; a file not listed is short and starts after them in collection order.
 SHARED_GROUPS = {"tests/journeys/": "journeys", "tests/integration/test_hostile.py": "hostile",
                  "tests/integration/test_warm.py": "hostile"}
-COST_S: dict[str, float] = {}
+COST_S: dict[str, float] = {
+    "hostile": 900, "tests/quality/test_corpus_bars.py": 900, "tests/quality/test_lmdiag_bars.py": 600,
+    "tests/quality/test_selftest.py": 600, "journeys": 500, "tests/quality/test_selftest_lm.py": 400,
+    "tests/integration/test_pack_split.py": 400, "tests/integration/test_hostile_wave2.py": 300,
+    "tests/integration/test_check_cli.py": 300, "tests/quality/test_reference_training.py": 200,
+    "tests/integration/test_child_side.py": 200}
 
 
 def _group(item) -> str:
@@ -34,7 +39,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)      # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config, items):
-    if not getattr(config.option, "numprocesses", None):
+    if not hasattr(config, "workerinput"):      # collected by an xdist worker (the controller collects nothing)
         return
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
