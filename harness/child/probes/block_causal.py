@@ -193,7 +193,7 @@ def causal(ctx):
                   f"{how}, {T} tokens: {details[kind]}; {past_frac:.0%} of (later output, earlier token) "
                   "pairs connected",
                   data={"kind": kind, "form": form, "future": rnd(future, 6), "past_fraction": rnd(past_frac, 3),
-                        "divergence": div, "bias": bias,
+                        "divergence": div, **({"bias": bias} if bias else {}),
                         "dependency": [[rnd(v, 4) for v in row] for row in dep.tolist()]},
                   location=ctx.where(line if not ok else None))]
 
