@@ -1152,6 +1152,32 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lesson="div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))",
     ),
+    Mutant(
+        id="block-causal-bias-symmetric",
+        cause="causal-bias-symmetric",
+        assignment=B.name,
+        reference=BLOCK,
+        edits=(
+            Edit(old="""            # position i may attend to j <= i only: blank out the strict upper triangle
+            future = torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool,
+                                           device=x.device), diagonal=1)  # (seq, seq)
+            scores = scores.masked_fill(future, float('-inf'))""",
+                 new="""            # nearer tokens count more: a penalty that grows with the distance to the key
+            pos = torch.arange(seq_len, device=x.device)
+            distance = (pos[None, :] - pos[:, None]).abs()             # (seq, seq)
+            scores = scores - distance"""),
+        ),
+        summary="the causal mask is replaced by a symmetric distance penalty -|i - j| (an ALiBi built with abs())",
+        explanation=(
+            "With the causal flag on, the scores get -|i - j| instead of -inf above the diagonal. A linear "
+            "distance bias can carry causality (ALiBi) only when it is one-sided: -(i - j) for the keys at or "
+            "before the query and -inf for the keys ahead. Built with abs() it penalises a key ahead exactly as "
+            "much as the key as far behind, so every position still attends to the next tokens (the nearest "
+            "one most), and a model trained this way reads the answer. Make the bias -inf for j > i, or keep "
+            "the masked_fill of the strict upper triangle with -inf."
+        ),
+        lesson="position i can only attend to positions j <= i (set disallowed entries to -inf)",
+    ),
 )
 # the block pack's mutants (harness/packs/block/pack.py names them: Pack.mutants)
 BLOCK_MUTANTS: tuple[Mutant, ...] = tuple(m for m in MUTANTS if m.assignment == B.name)

@@ -4,7 +4,7 @@ Each module holds one cause: its document (CAUSE) and its rule (diagnose).
 """
 from __future__ import annotations
 
-from . import (attention_renormalised, attention_shared, bad_output_init, causal_diagonal_masked,
+from . import (attention_renormalised, attention_shared, bad_output_init, causal_bias_symmetric, causal_diagonal_masked,
                causal_flag_ignored, check_not_measured, causal_mask_inverted, causal_mask_missing, causal_mask_off_by_one,
                cross_attention_swapped, data_digits_missing, data_not_reversed, decode_stops_early,
                dropout_at_inference, dropout_on_masked_scores, dropout_on_residual_stream, encoder_in_decode_loop, eval_mode_training, feed_forward_linear,
@@ -38,7 +38,7 @@ RULES = (
     encoder_in_decode_loop, padding_mask_inverted, padding_mask_missing, pad_not_ignored, heads_split_wrong,
     gradients_not_zeroed, gradients_zeroed_before_step, eval_mode_training, scheduler_not_stepped,
     optimizer_missing_parameters, data_digits_missing, decode_stops_early, layers_shared, attention_shared,
-    feed_forward_linear, causal_flag_ignored,
+    feed_forward_linear, causal_flag_ignored, causal_bias_symmetric,
     # the generic role probes' causes (any pack): a random eval pass first, then the mechanisms that explain others
     constructor_signature,   # a piece that cannot be built as the contract builds it: every check of it errs
     attention_dropout_in_eval, heads_merged_wrong, attention_mask_nan, attention_mask_inverted,

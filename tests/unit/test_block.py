@@ -131,6 +131,7 @@ def test_causal_forward_keyword_form():
     ("block-causal-mask-missing", "missing", "x = self.norm1(x + self.attn(x))"),
     ("block-causal-mask-inverted", "inverted", "future = torch.tril("),
     ("block-causal-diagonal-masked", "diagonal", "diagonal=0)"),
+    ("block-causal-bias-symmetric", "symmetric-bias", ".abs()"),      # the origin: where the bias is built
 ])
 def test_causal_catches_mask_bugs(mutant, kind, needle):
     ctx = ctx_for(mutant)

@@ -45,7 +45,7 @@ REQUIRED_CAUSES = {
     "block": (
         "softmax-wrong-dim", "missing-sqrt-dk", "causal-mask-missing", "causal-mask-inverted",
         "causal-diagonal-masked", "heads-split-wrong", "missing-residual",
-        "positional-encoding-formula", "dropout-at-inference",
+        "positional-encoding-formula", "dropout-at-inference", "causal-bias-symmetric",
     ),
 }
 REFERENCES = {"reversal": "reference_model/reversal.py", "block": "reference_model/block.py"}
@@ -694,6 +694,9 @@ PROBES = {
     ("block", "missing-sqrt-dk"): Probe(
         block_saturation, lambda r, m: m > r + 0.2, "mean max attention weight at init"),
     ("block", "causal-mask-missing"): Probe(
+        block_causal, lambda r, m: r["upper"] == 0.0 and m["upper"] > 1e-3,
+        "largest causal weight above the diagonal"),
+    ("block", "causal-bias-symmetric"): Probe(
         block_causal, lambda r, m: r["upper"] == 0.0 and m["upper"] > 1e-3,
         "largest causal weight above the diagonal"),
     ("block", "causal-mask-inverted"): Probe(

@@ -66,6 +66,18 @@ def _applied_mechanism(ctx, block, fw, d) -> str | None:
     return kind if kind in ("after-softmax", "renormalised") else None
 
 
+def _symmetric_bias(ctx, block, fw, d, w) -> dict | None:
+    """A causal leak with no mask: is it a token-independent symmetric bias (an ALiBi built with abs())?
+    Its origin statement and values (causal_bias.py), with the weight the later keys got (w: the causal weights)."""
+    from .causal_bias import symmetric_bias
+    bias = symmetric_bias(ctx, lambda x: run_block(ctx, block, x, fw), inputs(ctx, 7, d, offset=4),
+                          inputs(ctx, 7, d, offset=8), 7)
+    if bias and w is not None and w.size(-1) == w.size(-2):
+        share = torch.nan_to_num(w, nan=0.0).triu(1).sum(-1)[..., :-1]     # each row's weight on later keys
+        bias.update(future_weight_mean=rnd(float(share.mean()), 4), future_weight_max=rnd(float(share.max()), 4))
+    return bias
+
+
 def _leak_divergence(ctx, block, fw, d) -> dict | None:
     """The first op whose output for earlier tokens changes when token 5 of 7 changes."""
     from . import trace
@@ -138,6 +150,9 @@ def causal(ctx):
             kind = "missing" if past_frac >= PAST_FRAC else "inverted"
         else:
             kind = "ok"
+    bias = _symmetric_bias(ctx, block, fw, d, w if weights else None) if kind == "missing" else None
+    if bias:
+        kind = "symmetric-bias"
     details = {
         "ok": "upper triangle exactly 0, earlier outputs unchanged by later tokens, every row finite",
         "missing": "the causal block attends to later positions (weights above the diagonal are not 0) and "
@@ -154,6 +169,12 @@ def causal(ctx):
                          "its output: each row's weights still depend on later tokens",
         "renormalised": "a masked softmax gives later keys 0, but the weights multiplied with V give them weight "
                         "again: the weights that multiply V are not the softmax of the masked scores",
+        "symmetric-bias": "no mask reaches the softmax, and the only thing between a query and the keys ahead is "
+                          "a position bias that does not depend on the tokens and mirrors itself (b[i, j] = "
+                          "b[j, i], finite): the keys ahead get a distance penalty, not -inf"
+                          + (f" (line {bias['line']}: `{bias['code'][:80]}`; on average "
+                             f"{bias.get('future_weight_mean', 0):.0%} of a row's weight goes to later keys)"
+                             if bias else ""),
     }
     lines = [c.line for op in ("masked_fill", "triu", "tril") for c in rec.of(op) if c.line]
     line = min(lines) if lines else None
@@ -161,6 +182,8 @@ def causal(ctx):
         line = _call_line(ctx, line)           # the diagonal= argument of the triu/tril call
     if kind == "missing" and not lines:
         line = _attn_call_line(ctx, block)     # the mask is never built: point at the attention call
+    if bias:
+        line = bias["line"]                    # the statement that builds the bias: its origin
     div = _leak_divergence(ctx, block, fw, d) if kind == "leak" else None
     if div:
         line = div["line"]
@@ -170,7 +193,7 @@ def causal(ctx):
                   f"{how}, {T} tokens: {details[kind]}; {past_frac:.0%} of (later output, earlier token) "
                   "pairs connected",
                   data={"kind": kind, "form": form, "future": rnd(future, 6), "past_fraction": rnd(past_frac, 3),
-                        "divergence": div,
+                        "divergence": div, **({"bias": bias} if bias else {}),
                         "dependency": [[rnd(v, 4) for v in row] for row in dep.tolist()]},
                   location=ctx.where(line if not ok else None))]
 

@@ -24,7 +24,8 @@ from .base import manual_seed
 QUIET = READS | {"detach", "clone", "contiguous", "to", "cpu", "cuda", "float", "double", "__setitem__"}
 # Ops whose tensor inputs are kept too: attention is read from what multiplies V and what masks it.
 KEEP_INPUTS = {"matmul", "__matmul__", "bmm", "einsum", "masked_fill", "masked_fill_", "where", "mul", "__mul__",
-               "mul_", "softmax", "scaled_dot_product_attention", "multi_head_attention_forward", "add", "__add__"}
+               "mul_", "softmax", "scaled_dot_product_attention", "multi_head_attention_forward", "add", "__add__",
+               "__radd__", "sub", "__sub__", "__rsub__"}     # add, sub: where a position bias joins the scores
 
 
 def recorder(path: str, limit: int = 6000) -> Recorder:
