@@ -79,13 +79,7 @@ def layer_failures(ev, component: str) -> list[str]:
 def attention_unwritten(ev) -> bool:
     """A component bound to the attention role is still the starter (its checks skipped as not implemented, by
     the pack's loader or by the role probe)."""
-    bound = {b.component for p in BUILTIN for b in p.bindings if b.role == "attention"}
-    for c in ev.by_id.values():
-        d = c.get("data") or {}
-        if (d.get("role") == "attention" or d.get("component") in bound) and \
-                (d.get("not_implemented") or d.get("kind") == "not-implemented"):
-            return True
-    return False
+    return unwritten(ev, "attention")
 
 
 def inside(roles: tuple[str, ...], probes: tuple[str, ...]):
@@ -98,8 +92,12 @@ def inside(roles: tuple[str, ...], probes: tuple[str, ...]):
 
 
 def unwritten(ev, role: str) -> bool:
-    """A component bound to `role` is still the starter (its checks skipped as not implemented)."""
+    """A component bound to `role` is still the starter (its checks skipped as not implemented, by the pack's
+    loader or by the role probe)."""
     bound = {b.component for p in BUILTIN for b in p.bindings if b.role == role}
-    return any(((c.get("data") or {}).get("role") == role or (c.get("data") or {}).get("component") in bound) and
-               ((c.get("data") or {}).get("not_implemented") or (c.get("data") or {}).get("kind") == "not-implemented")
-               for c in ev.by_id.values())
+    for c in ev.by_id.values():
+        d = c.get("data") or {}
+        if (d.get("role") == role or d.get("component") in bound) and \
+                (d.get("not_implemented") or d.get("kind") == "not-implemented"):
+            return True
+    return False
