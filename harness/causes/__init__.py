@@ -20,6 +20,7 @@ from . import (attention_renormalised, attention_shared, bad_output_init, causal
 from . import (attention_dropout_in_eval, attention_dropout_misplaced, attention_mask_ignored, attention_mask_inverted,
                attention_mask_misapplied, attention_mask_nan, positional_dropout_lost, positional_dtype_cast, attention_scale_missing, causal_mask_wrong, heads_merged_wrong,
                positional_in_place, positional_not_added, positional_table_wrong, value_from_key)
+from . import encoder_attention_masked, feed_forward_dropout_wrong, patch_layout_wrong
 from . import (constructor_signature, layer_dropout_wrong, layer_fails_without_mask, layer_mask_not_passed,
                layer_sublayer_order, mask_batch_axes, positional_added_twice)
 from ..assignments import REPOSITORY
@@ -45,6 +46,7 @@ RULES = (
     attention_mask_ignored, value_from_key, attention_scale_missing, attention_dropout_misplaced,
     positional_not_added, positional_in_place, positional_table_wrong, positional_dtype_cast, positional_dropout_lost,
     mask_batch_axes, causal_mask_wrong, attention_mask_misapplied, positional_added_twice,
+    feed_forward_dropout_wrong, patch_layout_wrong, encoder_attention_masked,   # the pieces the layers are built on
     layer_fails_without_mask, layer_mask_not_passed, layer_sublayer_order, layer_dropout_wrong,
     piece_absent, piece_not_implemented,   # a pack's assignment (any pack): pieces not there, not written yet
 ) + lm_component.RULES + lm_training.RULES + (   # lm: objects, one per component and kind of failure

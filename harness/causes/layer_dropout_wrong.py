@@ -1,6 +1,6 @@
 """The layer is random in eval mode or never drops in training (a role probe's cause: the layer role)."""
 from .base import Cause
-from .role_rules import ASSIGNMENTS, attention_unwritten, failed, observed, rule
+from .role_rules import ASSIGNMENTS, attention_unwritten, failed, observed, rule, unwritten
 
 KINDS = ('dropout-in-eval', 'dropout-missing')
 
@@ -21,8 +21,10 @@ _rule = rule('layer', ('dropout',), KINDS, explains=('reference',))
 
 
 def diagnose(ev):
-    """The layer's own dropout, unless its attention is random in eval itself (attention-dropout-in-eval names
-    that, and explains the layer's failures) or is still the starter (a placeholder torch.empty is random too)."""
-    if any(failed(ev, "attention", "eval-determinism")) or attention_unwritten(ev):
+    """The layer's own dropout, unless its attention or its feed-forward is random in eval itself
+    (attention-dropout-in-eval, feed-forward-dropout-wrong name that, and explain the layer's failures) or is still
+    the starter (a placeholder torch.empty is random too)."""
+    if any(failed(ev, "attention", "eval-determinism")) or attention_unwritten(ev) or \
+            any(failed(ev, "feed-forward", "dropout")) or unwritten(ev, "feed-forward"):
         return None
     return _rule(ev)

@@ -71,17 +71,33 @@ def model_leaks(ev, component: str) -> list[str]:
 
 def layer_failures(ev, component: str) -> list[str]:
     """The layers' failed checks an attention's own bug explains (they call the attention): their dropout, mask and
-    reference comparisons."""
-    return [c["id"] for probe in ("dropout", "mask", "reference") for c in failed(ev, "layer", probe)]
+    reference comparisons, and a classifier's over those layers (its eval passes and its reference)."""
+    return [c["id"] for probe in ("dropout", "mask", "reference") for c in failed(ev, "layer", probe)] + \
+        [c["id"] for probe in ("eval-determinism", "reference") for c in failed(ev, "classifier", probe)]
 
 
 def attention_unwritten(ev) -> bool:
     """A component bound to the attention role is still the starter (its checks skipped as not implemented, by
     the pack's loader or by the role probe)."""
-    bound = {b.component for p in BUILTIN for b in p.bindings if b.role == "attention"}
+    return unwritten(ev, "attention")
+
+
+def inside(roles: tuple[str, ...], probes: tuple[str, ...]):
+    """also(ev, component): the failed `probes` checks of the components bound to `roles`, which are built on the
+    component a cause names (a layer on its feed-forward, a model on its layers, a classifier on its patch
+    embedding): a piece's own bug explains what it makes them compute."""
+    def also(ev, component: str) -> list[str]:
+        return [c["id"] for role in roles for probe in probes for c in failed(ev, role, probe)]
+    return also
+
+
+def unwritten(ev, role: str) -> bool:
+    """A component bound to `role` is still the starter (its checks skipped as not implemented, by the pack's
+    loader or by the role probe)."""
+    bound = {b.component for p in BUILTIN for b in p.bindings if b.role == role}
     for c in ev.by_id.values():
         d = c.get("data") or {}
-        if (d.get("role") == "attention" or d.get("component") in bound) and \
+        if (d.get("role") == role or d.get("component") in bound) and \
                 (d.get("not_implemented") or d.get("kind") == "not-implemented"):
             return True
     return False

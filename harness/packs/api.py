@@ -58,7 +58,10 @@ class Assignment:
 
 
 # the generic probe roles a binding may take (harness/child/probes/roles/)
-ROLES = ("attention", "positional", "layer", "model", "sampler", "training-step")
+ROLES = ("attention", "positional", "layer", "model", "sampler", "training-step",
+         "feed-forward",        # a position-wise feed-forward: forward(x) -> x's shape, token i from token i alone
+         "patch-embedding",     # images (N, C, H, W) -> (N, patches, E), token k from patch k (raster order)
+         "classifier")          # a model over images: forward(x) -> (N, classes) logits, its encoder unmasked
 
 # what value of a mask blocks attention (Mask.blocks)
 MASK_BLOCKS = (
@@ -131,7 +134,8 @@ class Binding:
     every diagnosis, the rubric and the report use. `init` the constructor's keyword arguments as the course's
     checks build it; `call` forward's arguments in order, by role ("query", "key", "value", "mask", "x",
     "features", "captions"); `shapes` the sizes the course uses (N batch, S/T lengths, E/D width, H heads, V
-    vocabulary). `editions`: where the piece exists and is the student's (empty: every edition). `course`: how the
+    vocabulary; a patch embedding's and a classifier's: C channels, `image` the image's side, `patch` the patch's
+    side, `classes`). `editions`: where the piece exists and is the student's (empty: every edition). `course`: how the
 course's own checks call it (CourseCall), so that a report can say which bugs those checks would not have seen."""
     role: str
     component: str

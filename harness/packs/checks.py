@@ -55,6 +55,29 @@ ROLE_CHECKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "sampler": (
         ("sample", "the sampled words' shape, dtype, determinism and the reference's words", "all hold"),
     ),
+    "feed-forward": (
+        ("shape", "the output's shape against the input's", "equal"),
+        ("position-wise", "each token's output row when one token changes (eval)", "its own row moves by > 1e-4, "
+                          "no other by > 1e-5"),
+        ("nonlinear", "|f(a + b) - f(a) - f(b) + f(0)| (eval)", "> 1e-4 (not affine)"),
+        ("dropout", "two eval passes with dropout 0.5; two training passes", "identical; different"),
+        ("reference", "the output against the reference's given the same weights, in eval; the first submodule "
+                      "that leaves it", "within 1e-5"),
+    ),
+    "patch-embedding": (
+        ("shape", "the output's shape for (N, C, H, W) images", "(N, (H/p)(W/p), E)"),
+        ("layout", "the tokens one pixel of each patch k moves", "token k alone (k = row * W/p + column)"),
+        ("batch", "example 0's tokens when image 1 changes", "move by <= 1e-5"),
+    ),
+    "classifier": (
+        ("shape", "the logits' shape", "(N, classes)"),
+        ("batch", "example 0's logits when image 1 changes", "move by <= 1e-5"),
+        ("eval-determinism", "two eval-mode passes with dropout 0.5", "identical"),
+        ("attends-all", "the encoder output's tokens when the last patch changes; the masks its submodules are "
+                        "handed", "every token moves by > 1e-4 (no mask restricts an encoder)"),
+        ("gradients", "parameters the reference trains that get no gradient", "0"),
+        ("reference", "the logits against the reference's given the same weights, in eval", "within 1e-5"),
+    ),
 }
 
 

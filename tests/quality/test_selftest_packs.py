@@ -1,7 +1,8 @@
 """A pack's self-test bar, end to end (`mtxdiag selftest --assignment PACK --quick`): every mutant the pack declares
 (Pack.mutants, applied to its reference and handed in as its assignment folder) is named as its own cause first, at
 its edited line in the file its binding lives in, no second diagnosis at 0.5 or more, and the reference is clean.
-Quick mode: the CS231n pack's 15 mutants and its reference take about 40 s on two cores."""
+Quick mode: the CS231n pack's 27 mutants and its reference, 28 checks (a median of ~20 s each on a
+shared, loaded two-core machine, 2026-12-07)."""
 from __future__ import annotations
 
 import json

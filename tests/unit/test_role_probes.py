@@ -128,3 +128,37 @@ def test_a_batched_mask_is_a_note_unless_the_pack_declares_one(tmp_path, shape, 
     assert "attn_mask[None, None]" in line
     diagnoses = engine.diagnose({"assignment": PACK.name, "checks": [got], "submission": KEY})
     assert [d["id"] for d in diagnoses if d["confidence"] >= 0.5] == (["mask-batch-axes"] if status == "fail" else [])
+
+
+# the patch embedding written the other ways students write it correctly: a strided convolution (other parameters:
+# the classifier's comparisons with the reference skip), and unfold over both spatial axes
+PATCHES = {
+    "conv": [("self.proj = nn.Linear(self.patch_dim, embed_dim)",
+              "self.proj = nn.Conv2d(in_channels, embed_dim, patch_size, stride=patch_size)"),
+             ("return self.proj(grid.reshape(n, -1, self.patch_dim))",
+              "return self.proj(x).flatten(2).transpose(1, 2)")],
+    "unfold": [("grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 3, 5, 1)",
+                "grid = x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 4, 5, 1)")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATCHES))
+def test_patch_embeddings_written_otherwise_stay_clean(tmp_path, name):
+    from mutants.model import Edit, apply_edits
+    text = apply_edits(open(ref_module.__file__).read(), tuple(Edit(o, n) for o, n in PATCHES[name]))
+    checks = _checks(_load(tmp_path, text), text, {"PatchEmbedding", "VisionTransformer"})
+    assert {c["id"] for c in checks if c["status"] == "pass"} >= {"PatchEmbedding.layout", "PatchEmbedding.shape",
+                                                                   "VisionTransformer.attends-all"}
+    assert not [c for c in checks if c["status"] in ("fail", "error")], [(c["id"], c["detail"]) for c in checks]
+    assert engine.diagnose({"assignment": PACK.name, "checks": checks, "submission": KEY}) == []
+
+
+def test_a_wrong_patch_layout_names_the_token_that_moved_and_the_one_expected(tmp_path):
+    mutant = next(m for m in MUTANTS if m.id == "cs231n-patch-columns-first")
+    text = mutant.source()
+    got = {c["id"]: c for c in _checks(_load(tmp_path, text), text, {"PatchEmbedding"})}["PatchEmbedding.layout"]
+    mech = got["data"]["mechanism"]
+    # pixel of patch 1 (grid row 0, column 1) with the grid's axes swapped lands in token 1 * 4 + 0 = 4
+    assert (mech["patch"], mech["moved"], mech["expected"]) == (1, [4], 1), mech
+    assert "moved token 4 where token 1 alone should move" in got["detail"]
+    assert "permute(0, 4, 2" in text.splitlines()[got["location"]["line"] - 1]

@@ -160,6 +160,43 @@ MUTANTS += (
        "the course's captioning checks: a TypeError before anything runs"),
 )
 
+FFN_RETURN = "return self.fc2(self.dropout(self.gelu(self.fc1(x))))"
+PATCH_GRID = "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 3, 5, 1)"
+
+MUTANTS += (
+    _m("ffn-no-activation", "feed-forward-linear",
+       [(FFN_RETURN, "return self.fc2(self.dropout(self.fc1(x)))")],
+       "the feed-forward network's GELU left out",
+       "fc2(fc1(x)) with nothing between the two linear maps is one linear map: the network adds nothing the "
+       "attention's projections cannot do.",
+       "the course's feed-forward check: a relative error, no line"),
+    _m("ffn-dropout-in-eval", "feed-forward-dropout-wrong",
+       [(FFN_RETURN, "return self.fc2(torch.dropout(self.gelu(self.fc1(x)), self.dropout.p, True))")],
+       "the feed-forward network's dropout told it always trains",
+       "torch.dropout(x, p, True) drops in eval mode too: every layer built on the network is random at inference.",
+       "invisible to checks run in train mode"),
+    _m("patch-no-permute", "patch-layout-wrong",
+       [(PATCH_GRID, "grid = x.reshape(n, -1, self.patch_dim)")],
+       "the image reshaped into tokens without moving the channel axis",
+       "(N, C, H, W) reshaped straight to (N, patches, C*p*p) cuts each channel's rows into runs: a token holds "
+       "pieces of several image rows of one channel, not a p x p patch.",
+       "the course's patch-embedding check: a relative error, no line"),
+    _m("patch-columns-first", "patch-layout-wrong",
+       [(PATCH_GRID, "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 4, 2, 3, 5, 1)")],
+       "the patch grid's axes swapped: patches numbered column by column",
+       "Patch k must be grid row k // (W/p), column k % (W/p); putting the column axis first numbers the patches "
+       "down the columns, and the positional encoding of each token belongs to another patch.",
+       "the course's patch-embedding check: a relative error, no line"),
+    _m("vit-causal-mask", "encoder-attention-masked",
+       [("pooled = self.transformer(tokens).mean(dim=1)",
+         "pooled = self.transformer(tokens, src_mask=torch.tril(torch.ones(tokens.shape[1], tokens.shape[1])))"
+         ".mean(dim=1)")],
+       "the vision transformer's encoder given the captioning decoder's causal mask",
+       "An image's patches have no order to respect: a causal mask lets patch k attend only to the patches before "
+       "it, so the first tokens never see most of the image.",
+       "the course's vision-transformer check: a relative error, no line"),
+)
+
 # the role probe each mutant must fail (component, probe id, mechanism kind)
 EXPECTED = {
     "cs231n-mask-discarded": ("MultiHeadAttention", "mask-float", "ignored"),
@@ -184,6 +221,11 @@ EXPECTED = {
     "cs231n-layer-pre-norm": ("TransformerEncoderLayer", "reference", "order"),
     "cs231n-layer-dropout-in-eval": ("TransformerEncoderLayer", "dropout", "dropout-in-eval"),
     "cs231n-constructor-order": ("CaptioningTransformer", "loss-at-init", "parameter-order"),
+    "cs231n-ffn-no-activation": ("FeedForwardNetwork", "nonlinear", "affine"),
+    "cs231n-ffn-dropout-in-eval": ("FeedForwardNetwork", "dropout", "dropout-in-eval"),
+    "cs231n-patch-no-permute": ("PatchEmbedding", "layout", "no-permute"),
+    "cs231n-patch-columns-first": ("PatchEmbedding", "layout", "column-order"),
+    "cs231n-vit-causal-mask": ("VisionTransformer", "attends-all", "masked"),
 }
 # the other components whose checks a mutant's cause reads with the expected one's (the attention's robustness
 # note confirms the model's batched mask); a mutant that cannot be built fails its checks as errors

@@ -58,9 +58,16 @@ CAPTIONING = ("2022", "2025", "2026")
 COMPONENTS = ("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer", "FeedForwardNetwork",
               "TransformerDecoderLayer", "PatchEmbedding", "TransformerEncoderLayer", "VisionTransformer")
 # the student's pieces the bindings below measure (the feed-forward network, the patch embedding and the vision
-# transformer have no binding yet: no generic role covers them)
+# transformer through the feed-forward, patch-embedding and classifier roles)
 BOUND_LATE = ("PositionalEncoding", "MultiHeadAttention", "CaptioningTransformer", "CaptioningTransformer.sample",
-              "TransformerDecoderLayer", "TransformerEncoderLayer")
+              "FeedForwardNetwork", "TransformerDecoderLayer", "PatchEmbedding", "TransformerEncoderLayer",
+              "VisionTransformer")
+# a small image: 16 x 16 pixels in 4 x 4 patches (16 tokens), as the role probes perturb it pixel by pixel
+PATCH_INIT = {"img_size": 16, "patch_size": 4, "in_channels": 3, "embed_dim": 8}
+PATCH_SHAPES = {"N": 2, "C": 3, "image": 16, "patch": 4, "E": 8}
+VIT_INIT = {"img_size": 16, "patch_size": 4, "in_channels": 3, "embed_dim": 16, "num_layers": 2, "num_heads": 2,
+            "dim_feedforward": 32, "num_classes": 5, "dropout": 0.1}
+VIT_SHAPES = {"N": 2, "C": 3, "image": 16, "patch": 4, "classes": 5}
 
 ASSIGNMENT = Assignment(
     name="cs231n",
@@ -103,6 +110,9 @@ PACK = Pack(
         Binding(role="sampler", component="CaptioningTransformer.sample", target=f"{M}:CaptioningTransformer.sample",
                 init={"input_dim": 16, "wordvec_dim": 16, "num_heads": 2, "num_layers": 2, "max_length": 30},
                 call=("features",), shapes=CAPTION_SHAPES, editions=CAPTIONING),
+        Binding(role="feed-forward", component="FeedForwardNetwork", target=f"{L}:FeedForwardNetwork",
+                init={"embed_dim": 8, "ffn_dim": 16, "dropout": 0.1}, call=("x",), shapes={"N": 2, "T": 5, "E": 8},
+                editions=LATE, points=5.0),
         Binding(role="layer", component="TransformerDecoderLayer", target=f"{L}:TransformerDecoderLayer",
                 init={"input_dim": 8, "num_heads": 2, "dim_feedforward": 16, "dropout": 0.1},
                 call=("x", "memory", "mask"), shapes={"N": 2, "T": 5, "S": 3, "E": 8}, mask=ZERO_BLOCKS,
@@ -111,6 +121,10 @@ PACK = Pack(
                 init={"input_dim": 8, "num_heads": 2, "dim_feedforward": 16, "dropout": 0.1},
                 call=("x", "mask"), shapes={"N": 2, "T": 5, "E": 8}, mask=ZERO_BLOCKS, editions=LATE,
                 points=10.0),
+        Binding(role="patch-embedding", component="PatchEmbedding", target=f"{L}:PatchEmbedding", init=PATCH_INIT,
+                call=("x",), shapes=PATCH_SHAPES, editions=LATE, points=10.0),
+        Binding(role="classifier", component="VisionTransformer", target=f"{M}:VisionTransformer", init=VIT_INIT,
+                call=("x",), shapes=VIT_SHAPES, mask=ZERO_BLOCKS, editions=LATE, points=10.0),
     ),
     mutants="harness.packs.cs231n.mutants:MUTANTS",
 )

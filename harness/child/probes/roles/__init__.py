@@ -4,7 +4,7 @@ ROLE_PROBES maps a role to its probes; the pack machinery builds a RoleContext p
 fn(rctx) -> [check], every check's id f"{binding.component}.{probe.id}"."""
 from __future__ import annotations
 
-from . import attention, layer, model, positional
+from . import attention, classifier, feedforward, layer, model, patch, positional
 from .context import RoleContext, RoleProbe
 
 ROLE_PROBES: dict[str, tuple[RoleProbe, ...]] = {
@@ -13,6 +13,9 @@ ROLE_PROBES: dict[str, tuple[RoleProbe, ...]] = {
     "model": tuple(RoleProbe(i, fn, cost) for i, fn, cost in model.PROBES_SPEC),
     "layer": tuple(RoleProbe(i, fn, cost) for i, fn, cost in layer.PROBES_SPEC),
     "sampler": tuple(RoleProbe(i, fn, cost) for i, fn, cost in model.SAMPLER_SPEC),
+    "feed-forward": tuple(RoleProbe(i, fn, cost) for i, fn, cost in feedforward.PROBES_SPEC),
+    "patch-embedding": tuple(RoleProbe(i, fn, cost) for i, fn, cost in patch.PROBES_SPEC),
+    "classifier": tuple(RoleProbe(i, fn, cost) for i, fn, cost in classifier.PROBES_SPEC),
 }
 
 __all__ = ["ROLE_PROBES", "RoleContext", "RoleProbe"]

@@ -112,9 +112,12 @@ class Client:
 
 # -- the proxies -------------------------------------------------------------------------------------------------
 class RemoteMeta(type):
-    """A RemoteClass's type: calling the class builds the piece in the server."""
+    """A RemoteClass's type: calling the class builds the piece in the server, its generator seeded as the
+    prober's is now (a build follows support.build's manual_seed: the same seed twice must give the same weights
+    there as in process, so the seed goes with every build, not only when it changed)."""
 
     def __call__(cls, *args, **kwargs):
+        cls._client.seed = None
         ans = cls._client.request("build", target=cls._component, args=tuple(args), kwargs=kwargs)
         h = ans.get("handle")
         if type(h) is not int:
