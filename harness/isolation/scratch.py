@@ -56,6 +56,9 @@ def rmtree(work: Path):
     shutil.rmtree(work, onerror=onerror)
 
 
+STACK_WAIT_S = 3.0     # the longest a stopped run waits for its child's stack dump
+
+
 def ask_for_stack(pid: int | None, work: Path) -> str:
     """The child's Python stack: faulthandler writes it to work/stack.txt on SIGUSR1; '' when it cannot."""
     if pid is None:
@@ -64,8 +67,16 @@ def ask_for_stack(pid: int | None, work: Path) -> str:
         os.kill(pid, signal.SIGUSR1)
     except OSError:
         return ""
-    time.sleep(0.5)
-    return read_plain_file(work / "stack.txt", 20000)
+    # faulthandler writes the dump from the signal handler; on a loaded machine (a class graded on every core)
+    # that can take longer than a fixed half second: wait until the file is there and has stopped growing
+    dump, size, deadline = work / "stack.txt", -1, time.monotonic() + STACK_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = dump.stat().st_size if dump.exists() else 0
+        if now and now == size:
+            break
+        size = now
+    return read_plain_file(dump, 20000)
 
 
 def rlimits(lim, nproc: int | None, device: str = "cpu") -> dict:
