@@ -55,6 +55,7 @@ def test_the_lesson_and_two_mutants_identical_warm_and_cold(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.sweep
 def test_every_mutant_identical_warm_and_cold(tmp_path):
     """Every lesson mutant and a few lm repositories: cold and warm side by side, one worker reused."""
     plan = export_submissions(tmp_path / "m", mutants.MUTANTS)

@@ -10,6 +10,7 @@ from test_corpus import CORPUS, bench, corpus_scores  # noqa: F401, F811 (fixtur
 
 
 @pytest.mark.slow
+@pytest.mark.sweep
 @pytest.mark.parametrize("split", bench.SPLITS + ("all",))
 def test_issue_11_done_when(corpus_scores, split):
     s = corpus_scores[split]

@@ -29,6 +29,7 @@ def test_interface_mutant_is_an_interface_mismatch(mutant):
 
 
 @pytest.mark.slow
+@pytest.mark.sweep     # every lm mutant run again: tests/quality/test_selftest_lm.py runs them all
 @pytest.mark.parametrize("mutant", LM_MUTANTS, ids=_mid)
 def test_mutant_first_failing_component(mutant):
     """Over every component, the first one that fails is the mutant's, with the mutant's cause."""

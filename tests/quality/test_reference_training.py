@@ -9,6 +9,7 @@ from test_reference import EOS, LOG_LINE, PAD, SOS  # noqa: F401 (fixtures, help
 
 
 @pytest.mark.slow
+@pytest.mark.sweep
 def test_full_lesson_training_reverses_fresh_sequences(capsys):
     """The lesson's run (3000 steps, batch 64, seed 0): greedy decoding reverses >= 98% of
     500 fresh sequences of lengths 4-10 (the lesson reports 100%). 2-3 minutes on an idle
