@@ -8,6 +8,9 @@ import os
 import pytest
 
 os.environ["MTXDIAG_DAEMON"] = "0"
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # an xdist worker is handed the controller's terminal width as COLUMNS; the tests read output as a pipe gives it
+    os.environ.pop("COLUMNS", None)
 
 
 # ---------------------------------------------------------------- running the tiers on several cores (pytest-xdist)

@@ -20,6 +20,13 @@ from harness.outcome import ChildOutcome
 from harness.report import html
 from harness.report.terminal import summary
 
+
+@pytest.fixture(autouse=True)
+def piped(monkeypatch):
+    """The summaries below are read as a pipe gives them (whole lines): a COLUMNS the test runner's process holds
+    (pytest-xdist's workers have one) would wrap them."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
 GOLDENS = Path(__file__).resolve().parent / "goldens"
 NOT_FOUND = "not trained: run_transformer_lm's model could not be found to train (no module ...)"
 
