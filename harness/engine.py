@@ -23,6 +23,9 @@ from .packs import course
 from .protocol import ASSIGNMENTS, SCHEMA, STATUSES, Check, Diagnosis, Result
 
 
+KEY_MAX = 4096      # the longest key of the child's data kept (Linux's PATH_MAX): a longer one is dropped
+
+
 class InvalidResult(ValueError):
     pass
 
@@ -42,7 +45,9 @@ def _clean(v, depth=0):
     if isinstance(v, list):
         return [_clean(x, depth + 1) for x in v[:5000]]
     if isinstance(v, dict):
-        return {str(k)[:100]: _clean(x, depth + 1) for k, x in list(v.items())[:200]}
+        # a key is kept whole or dropped, never cut: keys name files (a component's lines ran, by path), and a
+        # cut path matches nothing (a repository under a long folder lost its folds)
+        return {k: _clean(x, depth + 1) for k, x in list(v.items())[:200] if isinstance(k, str) and len(k) <= KEY_MAX}
     return None
 
 

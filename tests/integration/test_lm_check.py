@@ -120,7 +120,6 @@ def test_half_not_implemented_is_reported_per_component(tmp_path):
     assert "(not implemented)" in out
 
 
-@pytest.mark.serial
 def test_state_dict_key_mismatch_names_both_sides(reference_repo, tmp_path):
     model = "cs336_basics/model.py"
     edit(reference_repo, model, "        self.weight = nn.Parameter(weight)                          # (d_out, d_in)\n",
@@ -149,7 +148,6 @@ def test_known_bug_is_named_by_its_fingerprint_and_folds_the_rest(reference_repo
     assert len(r["diagnoses"]) == 1
 
 
-@pytest.mark.serial
 def test_bug_outside_the_library_is_named_by_a_property(reference_repo, tmp_path):
     # positions shifted by one: no mutant does this; RoPE then rotates at position 0
     for t in ("cos", "sin"):
@@ -163,7 +161,6 @@ def test_bug_outside_the_library_is_named_by_a_property(reference_repo, tmp_path
     assert [d["id"] for d in r["diagnoses"]] == ["rope-rotates-at-position-0"]
 
 
-@pytest.mark.serial
 def test_causal_leak_beyond_the_library_is_named_by_the_causal_property(reference_repo, tmp_path):
     edit(reference_repo, "cs336_basics/model.py", "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))",
          "torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device), diagonal=2)")

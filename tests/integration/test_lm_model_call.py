@@ -88,7 +88,6 @@ def test_blocks_in_a_plain_list_are_optimizer_missing_parameters_at_the_list(tmp
     assert any(e.startswith("also explains lm-training") for e in d["evidence"])
 
 
-@pytest.mark.serial
 def test_a_training_that_cannot_be_set_up_is_never_clean(tmp_path):
     path = repo(tmp_path, {"        x = self.token_embeddings(token_ids)": "        x = self.token_embeddings(token_ids.T)"},
                 {LM_CALL: "    return _loaded(lm, weights)(in_indices.T.contiguous())   # the model takes (seq, batch)"})

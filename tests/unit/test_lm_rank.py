@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.causes import lm_decide
 from harness.causes.lm_rank import ENVIRONMENT, INVISIBLE, UNFINISHED, VISIBLE, order
-from harness.engine import diagnose, validate_payload
+from harness.engine import KEY_MAX, diagnose, validate_payload
 
 
 def _check(comp, status, kind=None, location=None, lines=None, **data):
@@ -120,6 +120,18 @@ def test_own_evidence_keeps_a_component_its_own_diagnosis_despite_a_traced_diver
     assert lm["id"] == "interface-mismatch" and lm["location"] == {"file": "tests/adapters.py", "line": 400}
     block = next(x for x in d if x["component"] == "block")
     assert not any("also explains lm-lm" in e for e in block["evidence"])
+
+
+def test_a_fold_holds_for_a_repository_under_a_long_folder():
+    # the lines a component ran are keyed by file path: a path of 100+ characters must come through the
+    # validation whole (a cut key matched nothing, and the lm failure came back as a diagnosis of its own)
+    f = "/tmp/" + "d" * 120 + "/student/cs336_basics/model.py"
+    r = _result(_check("rope", "fail", "mismatch", _where(f, 93), lines={f: [90, 93]}),
+                _check("lm", "error", "error", _where(f, 93), lines={f: [10, 90, 93]}))
+    assert [x["component"] for x in diagnose(r)] == ["rope"]
+    too_long = {"x" * (KEY_MAX + 1): [1], "ok": [2]}
+    assert validate_payload({"checks": [_check("rope", "fail", lines=too_long)]})["checks"][0]["data"]["lines"] \
+        == {"ok": [2]}
 
 
 def test_a_fingerprint_of_its_own_bug_keeps_it_and_an_upstream_one_does_not():
