@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from .assignments import AUTO, for_folder, pack_of
+from .assignments import AUTO, folder_pack_of, for_folder
 from .engine import build_result
 from .protocol import CheckSpec, Limits
 from .runner import run_spec
@@ -31,7 +31,7 @@ def check_file(path: str | os.PathLike, *, assignment: str = "auto", seed: int =
 def check_spec(spec: CheckSpec, *, on_event=None, daemon: bool = False, say=None, acquire=None, early=None) -> dict:
     """check_file for a request already typed (protocol.CheckSpec). A folder asked as `auto` that is a pack's
     assignment folder is checked as that pack's assignment (assignments.detect_folder)."""
-    if spec.assignment == AUTO and Path(spec.path).is_dir() and pack_of(for_folder(AUTO, spec.path)) is not None:
+    if spec.assignment == AUTO and Path(spec.path).is_dir() and folder_pack_of(for_folder(AUTO, spec.path)) is not None:
         spec = replace(spec, assignment=for_folder(AUTO, spec.path) or AUTO)
     outcome = None
     if daemon and spec.device == "cpu" and not spec.limits.warm:

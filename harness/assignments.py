@@ -9,11 +9,11 @@ engine, the grader, the rubric, Gradescope and the report ask `assignment_of(nam
 a probe's `assignments` (harness/child/probes/__init__.py), a cause's (harness/causes/*.py), a mutant's
 (mutants/), a report section's (harness/report/sections.py).
 
-A new assignment is best a pack (docs/packs.md): an installed distribution's `mtxdiag.packs` entry point, found at
-this module's import (packs/discover.py) and placed in `ALL` (a one-file pack, as `block` is, among the single-file
-assignments; a folder's after the repository). Built in by hand (`reversal`, `lm`): one `Assignment(...)` below and
-a place in `BY_HAND`; then its probes, causes, mutants, reference (`reference_model/<reference>`) and report sections
-name it (ARCHITECTURE.md, "An assignment").
+Every assignment is a pack (harness/packs/api.py, docs/packs.md): an installed distribution's `mtxdiag.packs`
+entry point, found at this module's import (packs/discover.py). This checkout's own are `reversal` and `block` (one
+file each), `lm` (a repository, through the course's adapters) and `cs231n` (an assignment folder); an
+instructor's installs with pip beside them. `ALL` orders them for detection: the one-file packs, the repositories,
+the folder packs.
 """
 from __future__ import annotations
 
@@ -21,59 +21,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .lm_table import ADAPTER
 from .packs import discover as _discover
 from .packs.api import Assignment, Pack
 from .packs.checks import ROLE_CHECKS
 from .packs.block.pack import ASSIGNMENT as _BLOCK
+from .packs.lm.pack import ASSIGNMENT as _LM
+from .packs.reversal.pack import ASSIGNMENT as _REVERSAL
 from .packs.folder import locate
 
 __all__ = ["Assignment", "Pack"]        # declared in packs/api.py; imported from here as before
 
-# the folder a course's student repository is recognised by (its adapters: the contract the course tests)
-REPOSITORY_MARKER = "tests/adapters.py"
-
-REVERSAL = Assignment(
-    name="reversal",
-    title="A mini encoder-decoder transformer that learns to reverse digit sequences.",
-    handed_in="the one .py/.ipynb file",
-    required=("MiniTransformer",),
-    optional=("make_batch", "PositionalEncoding", "MultiHeadAttention", "FeedForward", "EncoderLayer",
-              "DecoderLayer", "padding_mask", "target_mask", "train", "greedy_decode"),
-    packages=("numpy", "tqdm", "matplotlib"),
-    reference="reversal.py",
-    trains=True,
-    seq2seq=True,
-    must_measure=("overfit", "train-trace"),     # the training probes the verdict reads
-)
-LM = Assignment(
-    name="lm",
-    title="The decoder-only language model of Stanford CS336 assignment 1, through its test adapters.",
-    handed_in="the repository holding tests/adapters.py, graded per component",
-    required=tuple(ADAPTER.values()),       # the adapters, in build order (the report's checklist follows it)
-    # what CS336 assignment 1's repositories import in model code (pyproject's `lm` extra)
-    packages=("einops", "einx", "jaxtyping", "numpy", "regex", "tqdm"),
-    reference="lm.py",
-    is_repository=True,
-    per_component=True,
-    rubric_table="lm",
-    # not yet: lmdiag's measurements inside a student call then lose properties (get-batch-start-range,
-    # measured); lm keeps the contract-name and model-part checks (grader_reach)
-    hides_grader=False,
-    # every component's check and the brief training (a full check's; --quick does not run it)
-    must_measure=tuple(f"lm-{c}" for c in ADAPTER) + ("lm-training",),
-)
-
 AUTO = "auto"                          # the CLI's choice: detect it
-BY_HAND: tuple[Assignment, ...] = (REVERSAL, LM)     # declared above; every other assignment is a pack
 
-# the installed packs (packs/discover.py; `block` and `cs231n` are this checkout's own), each usable or not
-# (`BROKEN`: what is wrong, naming the distribution)
-FOUND = _discover.discover(tuple(a.name for a in BY_HAND) + (AUTO,))
+# the installed packs (packs/discover.py; reversal, block, lm and cs231n are this checkout's own), each usable or
+# not (`BROKEN`: what is wrong, naming the distribution)
+FOUND = _discover.discover((AUTO,))
 PACKS: dict[str, Pack] = {f.name: f.pack for f in FOUND if f.pack is not None}
 BROKEN: tuple[str, ...] = tuple(f.error for f in FOUND if f.error)
-# the packs whose submission is a folder (the others are one file, checked as the single-file assignments are)
-FOLDER_PACKS: tuple[str, ...] = tuple(n for n, p in PACKS.items() if not p.is_file)
+# the packs whose submission is an assignment folder (the others are one file or a repository)
+FOLDER_PACKS: tuple[str, ...] = tuple(n for n, p in PACKS.items() if p.is_folder)
 _PACKED: dict[str, Assignment] = {
     # a pack's bindings must be measured: one whose role has generic probes (packs/checks.py ROLE_CHECKS) that the
     # child could not run keeps the verdict from clean. A role no generic probe covers yet (`layer`, `training-step`)
@@ -82,20 +48,25 @@ _PACKED: dict[str, Assignment] = {
                     must_measure=f.pack.assignment.must_measure + tuple(
                         f"{b.component}.role" for b in f.pack.bindings if b.role in ROLE_CHECKS))
     for f in FOUND if f.pack is not None}
-BLOCK = _PACKED[_BLOCK.name]           # a one-file pack of this checkout (packs/block/pack.py)
+REVERSAL = _PACKED[_REVERSAL.name]     # the lesson's encoder-decoder: one file (packs/reversal/pack.py)
+BLOCK = _PACKED[_BLOCK.name]           # the lesson's attention and block: one file (packs/block/pack.py)
+LM = _PACKED[_LM.name]                 # CS336 assignment 1: a repository (packs/lm/pack.py)
 # the assignments this checkout ships besides its folder packs (mutants/ holds their mutants)
 BUILT_IN: tuple[Assignment, ...] = (REVERSAL, BLOCK, LM)
+# the path that recognises a repository of each repository pack (its first `files`: the course's adapters)
+MARKERS: dict[str, str] = {n: p.files[0] for n, p in PACKS.items() if p.is_repository}
+REPOSITORY_MARKER = MARKERS[LM.name]
 
-# in order: the single-file assignments (by hand, then the one-file packs), the repositories, the folder packs.
+# in order: the single-file assignments (the one-file packs), the repositories, the folder packs.
 # Detection order: the first whose markers a single file defines (an lm file defines its adapters; a reversal
 # file may define a TransformerBlock too); a file that defines none is checked as DEFAULT. A folder pack is a
 # folder (detect_folder), never a single file.
 ALL: tuple[Assignment, ...] = (
-    tuple(a for a in BY_HAND if not a.is_repository) + tuple(a for n, a in _PACKED.items() if n not in FOLDER_PACKS)
-    + tuple(a for a in BY_HAND if a.is_repository) + tuple(a for n, a in _PACKED.items() if n in FOLDER_PACKS))
+    tuple(a for n, a in _PACKED.items() if PACKS[n].is_file) + tuple(a for a in _PACKED.values() if a.is_repository)
+    + tuple(a for n, a in _PACKED.items() if n in FOLDER_PACKS))
 DETECT_ORDER: tuple[Assignment, ...] = tuple(a for a in ALL if a.is_repository) + tuple(
     a for a in ALL if not a.is_repository and a.name not in FOLDER_PACKS)
-DEFAULT = REVERSAL
+DEFAULT = REVERSAL                     # a single file that defines no assignment's names: the lesson's own
 NAMES: tuple[str, ...] = tuple(a.name for a in ALL)
 BY_NAME: dict[str, Assignment] = {a.name: a for a in ALL}
 SINGLE_FILE: tuple[str, ...] = tuple(a.name for a in ALL if not a.is_repository and a.name not in FOLDER_PACKS)
@@ -113,9 +84,16 @@ def assignment_of(name: object) -> Assignment:
 
 
 def pack_of(name: object) -> Pack | None:
-    """The pack the assignment `name` comes from (a folder's or one file's); None for one declared by hand or an
-    unknown name."""
+    """The pack the assignment `name` comes from (a folder's, one file's or a repository's); None for an unknown
+    name."""
     return PACKS.get(name) if isinstance(name, str) else None
+
+
+def folder_pack_of(name: object) -> Pack | None:
+    """The pack of `name` when its submission is an assignment folder whose pieces it binds (cs231n's); None for
+    a one-file or repository pack and an unknown name."""
+    pack = pack_of(name)
+    return pack if pack is not None and pack.is_folder else None
 
 
 def detect(defines: Callable[[str], bool]) -> str:
@@ -124,17 +102,15 @@ def detect(defines: Callable[[str], bool]) -> str:
 
 
 def detect_folder(folder: str | Path) -> str | None:
-    """The assignment a folder is: a repository (REPOSITORY_MARKER) first, then the packs in order (their first
-    file, packs/folder.py); None when it is none of them."""
+    """The assignment a folder is: a repository (its pack's MARKERS path) first, then the folder packs in order
+    (their first file, packs/folder.py); None when it is none of them."""
     folder = Path(folder)
-    if REPOSITORY and (folder / REPOSITORY_MARKER).is_file():
-        return REPOSITORY[0]
-    return detect_pack(folder)
+    return next((n for n in REPOSITORY if (folder / MARKERS[n]).is_file()), None) or detect_pack(folder)
 
 
 def detect_pack(folder: str | Path) -> str | None:
     """The first pack (in order) whose assignment folder `folder` is (its first file, packs/folder.py)."""
-    return next((name for name, pack in PACKS.items() if not pack.is_file and locate(pack, Path(folder)) is not None),
+    return next((name for name, pack in PACKS.items() if pack.is_folder and locate(pack, Path(folder)) is not None),
                 None)
 
 

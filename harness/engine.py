@@ -129,8 +129,8 @@ def diagnose(result: dict) -> list[dict]:
             found.append((one, getattr(one, "cause", None) or rule.CAUSE))
     found.sort(key=lambda fc: -fc[0].confidence)
     out = []
-    pack = pack_of(ev.assignment)     # a folder pack's diagnoses fold by cited checks; a one-file pack (block)
-    packed = pack is not None and not pack.is_file      # keeps the built-in rules' behaviour unchanged
+    pack = pack_of(ev.assignment)     # a folder pack's diagnoses fold by cited checks; a one-file or repository
+    packed = pack is not None and pack.is_folder    # pack's (reversal, block, lm) keep their own rules' behaviour
     for f, cause in found:
         cited = {cid for cid in ev.by_id for line in f.evidence if line.startswith(cid + ":")}
         if packed and cited and cited <= explained:
@@ -178,7 +178,7 @@ def diagnose(result: dict) -> list[dict]:
                 same["confidence"] = max(same["confidence"], u["confidence"])
             else:
                 out.append(u)
-        if len(out) > made and d.get("component") and pack_of(ev.assignment) is not None:
+        if len(out) > made and d.get("component") and pack is not None and not pack.is_repository:
             out[-1]["component"] = str(d["component"])[:100]     # a pack's check names its component
         explained.add(c["id"])
     if unreliable:
@@ -195,7 +195,7 @@ def diagnose(result: dict) -> list[dict]:
     out.sort(key=lambda d: -d["confidence"])       # stable: a rule's finding before a catch-all at a tie
     if packed:       # would the course's own checks have seen it (the pieces' replays of the course's calls)
         course.annotate(out, result["checks"])
-    if assignment_of(ev.assignment).per_component and not assignment_of(ev.assignment).pack:   # lm's order
+    if assignment_of(ev.assignment).per_component and not packed:   # lm's order
         out.sort(key=lambda d: lm_order(d, ev))
     return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from .api import check_file
-from .assignments import ALL, AUTO, BLOCK, LM, NAMES, assignment_of, pack_of
+from .assignments import ALL, AUTO, BLOCK, LM, NAMES, assignment_of, folder_pack_of
 from .runner import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,7 +221,7 @@ def selftest(quick, jobs, assignment, only, as_json):
         cases = correct_cases() + mutant_cases(Path(tmp), assignment)
         if assignment_of(assignment).is_repository:   # lm's mutants: a separate registry, checked as repositories
             cases = lm_cases(Path(tmp))
-        elif pack_of(assignment) is not None and not pack_of(assignment).is_file:   # a folder pack's: its
+        elif folder_pack_of(assignment) is not None:   # a folder pack's: its
             # reference and mutants as assignment folders (a one-file pack's, block's, are the file cases below)
             cases = pack_cases(Path(tmp), assignment)
         elif assignment is None:

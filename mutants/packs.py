@@ -11,7 +11,7 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-from harness.assignments import BUILT_IN, PACKS, pack_of
+from harness.assignments import BUILT_IN, PACKS, folder_pack_of, pack_of
 from harness.packs.discover import load
 
 from .model import Mutant, apply_edits, reference_source
@@ -78,12 +78,12 @@ def problems() -> list[str]:
 def is_pack_mutant(m: Mutant) -> bool:
     """A folder pack's mutant (exported as the pack's folder); a one-file pack's (block's) is a file as before."""
     pack = pack_of(m.assignment)
-    return pack is not None and not pack.is_file
+    return pack is not None and pack.is_folder
 
 
 def folder_files(m: Mutant, text: str | None = None) -> dict[str, str]:
     """The mutant's submission folder as {pack path: text}: the mutated reference (or `text`) at every path."""
-    pack = pack_of(m.assignment)
+    pack = folder_pack_of(m.assignment)
     if pack is None:
         raise ValueError(f"{m.id}: {m.assignment!r} is not a pack")
     body = m.source() if text is None else text
@@ -92,7 +92,7 @@ def folder_files(m: Mutant, text: str | None = None) -> dict[str, str]:
 
 def reference_files(name: str, reference: str) -> dict[str, str]:
     """The pack's reference as a correct submission folder: its text at every one of the pack's paths."""
-    pack = pack_of(name)
+    pack = folder_pack_of(name)
     if pack is None:
         raise ValueError(f"{name!r} is not a pack")
     return {rel: reference_source(reference) for rel in pack.files}
@@ -108,7 +108,7 @@ def write_folder(root: Path, files: dict[str, str]) -> Path:
 def bug_file(m: Mutant, lines: tuple[int, ...]) -> tuple[str, ...] | None:
     """The pack paths whose bindings own the classes the mutant's edited lines are in (the files a diagnosis of
     it may name: a mutant with edits in two classes has two), or None when no binding's target is such a class."""
-    pack = pack_of(m.assignment)
+    pack = folder_pack_of(m.assignment)
     if pack is None or not lines:
         return None
     text = apply_edits(reference_source(m.reference), m.edits, label=m.id)

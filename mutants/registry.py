@@ -1179,8 +1179,9 @@ MUTANTS: tuple[Mutant, ...] = (
         lesson="position i can only attend to positions j <= i (set disallowed entries to -inf)",
     ),
 )
-# the block pack's mutants (harness/packs/block/pack.py names them: Pack.mutants)
+# the block and reversal packs' mutants (harness/packs/{block,reversal}/pack.py name them: Pack.mutants)
 BLOCK_MUTANTS: tuple[Mutant, ...] = tuple(m for m in MUTANTS if m.assignment == B.name)
+REVERSAL_MUTANTS: tuple[Mutant, ...] = tuple(m for m in MUTANTS if m.assignment == R.name)
 
 
 def get(mutant_id: str) -> Mutant:

@@ -248,7 +248,7 @@ def main(argv=None):
             raw = f.read()
     sys.stdout = sys.stderr = captured
     seed_all(a.seed, "load")
-    pack = assignments.pack_of(a.assignment) if raw is None else None
+    pack = assignments.folder_pack_of(a.assignment) if raw is None else None
     try:
         if pack is not None and os.environ.get(SERVER_FD_VAR):     # the student's code in the model server
             from .pack_remote import load as remote

@@ -13,20 +13,15 @@ import click
 
 import mutants as library
 
-from ..assignments import assignment_of
-
 _ASSIGNMENT = click.Choice(list(library.ALL_ASSIGNMENTS))
 
 
 def _select(assignment: str | None) -> list[library.Mutant]:
-    """One assignment's mutants, or every assignment's (the lessons' registry, lm's, then the packs') without one."""
+    """One assignment's mutants (its pack's: Pack.mutants, mutants/packs.py), or every assignment's (the lessons'
+    registry, lm's, then the added packs') without one."""
     if assignment is None:
         return list(library.ALL_MUTANTS)
-    if assignment_of(assignment).is_repository:     # lm's own registry (mutants/lm_registry.py)
-        return list(library.LM_MUTANTS)
-    if assignment_of(assignment).pack:              # a pack's own (Pack.mutants, mutants/packs.py)
-        return list(library.packs.of_pack(assignment))
-    return [m for m in library.MUTANTS if m.assignment == assignment]
+    return list(library.packs.of_pack(assignment))
 
 
 def _counts(selected: list[library.Mutant]) -> str:

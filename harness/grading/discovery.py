@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..readable import cut
 from .. import __version__
-from ..assignments import AUTO, REPOSITORY, detect_pack, for_folder, pack_of
+from ..assignments import AUTO, REPOSITORY, detect_pack, folder_pack_of, for_folder
 from ..limits import LOAD_TIMEOUT_S, MEMORY_MB, OUTPUT_MB, TIMEOUT_S
 
 SUFFIXES = (".py", ".ipynb")
@@ -265,7 +265,7 @@ def _read_pack(sub: Submission, path: Path, opts: Options) -> None:
             return _read(sub, opts)
         sub.problem = f"{path.name}/ is an assignment folder of {sub.pack}, and this run grades {opts.assignment}"
         return
-    pack = pack_of(sub.pack)
+    pack = folder_pack_of(sub.pack)
     try:
         files = {rel.as_posix(): p.read_bytes() for p, rel in chosen(pack, path, sub.left_out)} if pack else {}
     except OSError as e:

@@ -16,7 +16,7 @@ from .. import __version__
 from . import rubric as rubric_mod
 from . import visibility as vis
 from ..api import write_json_atomic
-from ..assignments import assignment_of, pack_of
+from ..assignments import assignment_of, folder_pack_of
 from .discovery import GradeError, Options, _read, submission_in
 from .results import fault_of, grade_one, looks_valid, synthetic_result, _job
 
@@ -63,7 +63,7 @@ def _results(result: dict, grade: dict, *, visibility: str, stdout_visibility: s
             grade.get("components"):
         from .rubric_lm import gradescope_tests      # one test per component, its diagnosis as markdown
         from . import rubric_pack
-        pack = pack_of(result.get("assignment"))
+        pack = folder_pack_of(result.get("assignment"))
         return {"score": score, "output": f"mtxdiag: {result.get('verdict')}",
                 "tests": rubric_pack.gradescope_tests(result, grade, pack, visibility=visibility, table=table)
                 if pack is not None else gradescope_tests(result, grade, visibility=visibility, table=table),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..readable import cut
-from ..assignments import ALL, assignment_of, pack_of
+from ..assignments import ALL, assignment_of, folder_pack_of
 from .points import scale, valid_total
 
 if sys.version_info >= (3, 11):
@@ -187,7 +187,7 @@ def _score(result: dict, rubric: Rubric) -> dict:
                 "breakdown": [{"kind": "error", "id": str((err or {}).get("kind", "error")),
                                "points": _round(rubric.error_score - rubric.max_score),
                                "title": f"the check could not finish: {reason}"}]}
-    pack = pack_of(result.get("assignment"))
+    pack = folder_pack_of(result.get("assignment"))
     if pack is not None and assignment_of(result.get("assignment")).per_component:
         from . import rubric_pack            # per component, by the pack's bindings (Binding.points)
         s = rubric_pack.score(result, pack, rubric.causes, rubric.points, rubric.max_score)

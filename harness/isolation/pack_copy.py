@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..assignments import pack_of
+from ..assignments import folder_pack_of
 from ..packs.api import Pack
 from ..packs.folder import locate
 from .repo_copy import REPO_FILE_BYTES, copy_repo, select
@@ -19,7 +19,7 @@ from .repo_copy import REPO_FILE_BYTES, copy_repo, select
 def copy_folder(assignment: str, src: Path, dst: Path, scan, shown: str | None = None,
                 skipped: list | None = None) -> list[dict]:
     """A folder submission into `dst`: a pack's in its layout (copy_pack), a repository's as repo_copy copies it."""
-    pack = pack_of(assignment)
+    pack = folder_pack_of(assignment)
     if pack is not None:
         return copy_pack(pack, src, dst, scan, shown, skipped)
     return copy_repo(src, dst, scan, shown, skipped)

@@ -30,8 +30,9 @@ class Assignment:
     optional: tuple[str, ...] = ()  # names whose checks are skipped when absent
     packages: tuple[str, ...] = ()  # third-party imports it allows besides torch (harness/allowed.py)
     reference: str = ""             # its reference model, under reference_model/
-    # A student repository (harness/assignments.py REPOSITORY_MARKER) or one file of its adapters; loaded by
-    # harness/child/lm_loader.py. A folder is checked and graded as such an assignment or as a pack's.
+    # A student repository (a repository pack's, Pack.submission "repository": recognised by its first `files`
+    # path) or one file of its adapters; loaded by harness/child/lm_loader.py. A folder is checked and graded as
+    # such an assignment or as a folder pack's.
     is_repository: bool = False
     # graded, ordered and reported per component (harness/lm_table.py): the rubric's table `rubric_table`,
     # one Gradescope test per component, the report's component checklist
@@ -167,9 +168,12 @@ class Edition:
 
 # what a pack's submission is (Pack.submission)
 SUBMISSIONS = (
-    "folder",   # the assignment folder (or its files), recognised by `files`, each binding imported from it
-    "file",     # one .py/.ipynb file, recognised by the names it defines (`assignment.markers`) and loaded as the
-                # single-file assignments are; it binds nothing: its probes are its own (`probes`), in their order
+    "folder",       # the assignment folder (or its files), recognised by `files`, each binding imported from it
+    "file",         # one .py/.ipynb file, recognised by the names it defines (`assignment.markers`) and loaded as the
+                    # single-file assignments are; it binds nothing: its probes are its own (`probes`), in their order
+    "repository",   # a student's repository, recognised by its first `files` path (the course's adapters, which are
+                    # its contract: `assignment.required` names them), loaded through them (child/lm_loader.py); it
+                    # binds nothing: its probes are its own, in their order. One file of the adapters is accepted too
 )
 
 
@@ -179,10 +183,10 @@ class Pack:
     handed in, the contract names, allowed packages, ...). `files`: paths (relative to the submission folder) whose
     presence recognises a submission of it. `reference`: the dotted module of the team-written reference
     implementation (never the course's code). `probes`, `causes`, `mutants`, `sections`: "module:NAME" of the
-    pack's own additions (each optional). `submission` (SUBMISSIONS): a folder (default) or one file. A one-file
-    pack's `probes` are every probe its check runs, in order (its contract first): each has `id`, `fn(ctx)`, `cost`
-    and may say `side` (trains: may run in the second process) and `either` (reads nothing another probe leaves,
-    so either process may run it: child/side.py)."""
+    pack's own additions (each optional). `submission` (SUBMISSIONS): a folder (default), one file or a
+    repository. A one-file or repository pack's `probes` are every probe its check runs, in order (its contract
+    first): each has `id`, `fn(ctx)`, `cost` and may say `side` (trains: may run in the second process) and
+    `either` (reads nothing another probe leaves, so either process may run it: child/side.py)."""
     assignment: Assignment
     files: tuple[str, ...] = ()
     editions: tuple[Edition, ...] = ()
@@ -202,6 +206,16 @@ class Pack:
     def is_file(self) -> bool:
         """A one-file pack (`submission` "file")."""
         return self.submission == "file"
+
+    @property
+    def is_folder(self) -> bool:
+        """A folder pack (`submission` "folder"): the pieces it binds are imported from the assignment folder."""
+        return self.submission == "folder"
+
+    @property
+    def is_repository(self) -> bool:
+        """A repository pack (`submission` "repository"): checked through the course's adapters."""
+        return self.submission == "repository"
 
     def binding(self, component: str) -> Binding | None:
         return next((b for b in self.bindings if b.component == component), None)

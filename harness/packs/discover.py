@@ -27,7 +27,11 @@ GROUP = "mtxdiag.packs"
 # editable install's metadata is only as fresh as its last `pip install -e` (a pack added since is in the source
 # tree, not in the metadata). Entry points of the same name from mtxdiag's own distribution are the same packs
 # and are not loaded twice.
-BUILT_IN: tuple[tuple[str, str], ...] = (("block", "harness.packs.block.pack:PACK"),
+# In this order: a single file is detected as the first one-file pack whose names it defines (a reversal file may
+# define a TransformerBlock too), a folder as the repository before the folder packs.
+BUILT_IN: tuple[tuple[str, str], ...] = (("reversal", "harness.packs.reversal.pack:PACK"),
+                                         ("block", "harness.packs.block.pack:PACK"),
+                                         ("lm", "harness.packs.lm.pack:PACK"),
                                          ("cs231n", "harness.packs.cs231n.pack:PACK"))
 HOME = "mtxdiag"                 # this distribution's name (its entry points are BUILT_IN's)
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -102,12 +106,14 @@ def problems(pack: object, name: str, reserved: tuple[str, ...] = ()) -> list[st
         out.append(f"its name {a.name!r} is an assignment built into the harness")
     if a.pack:
         out.append("its Assignment sets `pack`, which discovery sets")
-    if a.is_repository:
-        out.append("its Assignment is an lm repository (is_repository); a pack's folder is recognised by `files`")
+    if a.is_repository != (pack.submission == "repository"):
+        out.append("its Assignment's `is_repository` and its `submission` disagree (a repository pack sets both)")
     if pack.submission not in SUBMISSIONS:
         out.append(f"its `submission` must be one of {SUBMISSIONS}, not {pack.submission!r}")
     elif pack.is_file:
         out.extend(_file_problems(pack))
+    elif pack.is_repository:
+        out.extend(_repository_problems(pack))
     else:
         if not pack.files:
             out.append("it declares no `files` (the paths that recognise its submission folder)")
@@ -150,6 +156,21 @@ def _file_problems(pack: Pack) -> list[str]:
         out.append("a one-file pack declares no `probes` (every probe its check runs, in order)")
     if pack.files or pack.bindings or pack.editions:
         out.append("a one-file pack declares `files`, `bindings` or `editions`, which only a folder's pack has")
+    return out
+
+
+def _repository_problems(pack: Pack) -> list[str]:
+    """What a repository pack must declare: the path that recognises the repository (its first `files`: the
+    course's adapters), the adapters (`required`), its probes; no bindings or editions."""
+    out = []
+    if not pack.files:
+        out.append("a repository pack declares no `files` (its first: the path that recognises the repository)")
+    if not pack.assignment.required:
+        out.append("a repository pack's assignment requires no names (`required`: the course's adapters)")
+    if not pack.probes:
+        out.append("a repository pack declares no `probes` (every probe its check runs, in order)")
+    if pack.bindings or pack.editions:
+        out.append("a repository pack declares `bindings` or `editions`, which only a folder's pack has")
     return out
 
 

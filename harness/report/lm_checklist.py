@@ -1,7 +1,7 @@
 """The `lm` report's component checklist, in the assignment's build order (terminal and HTML share it)."""
 from __future__ import annotations
 
-from ..assignments import assignment_of, pack_of
+from ..assignments import assignment_of, folder_pack_of
 from ..readable import cut
 from ..lm_table import ADAPTER, COMPONENTS
 from .sanitize import clean
@@ -17,7 +17,7 @@ STATE = {"pass": "pass", "fail": "fail", "not-implemented": "not implemented", "
 def rows(result: dict) -> list[dict]:
     """[{component, adapter, state, note, diagnosis}] for every component, in build order (a pack's: its
     bindings in the pack's order, the adapter being the binding's target)."""
-    pack = pack_of(result.get("assignment"))
+    pack = folder_pack_of(result.get("assignment"))
     if pack is not None:
         from ..packs.components import rows as pack_rows
         return [{"component": comp, "adapter": r["target"], "state": STATE[r["status"]], "note": r["note"],

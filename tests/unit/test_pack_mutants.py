@@ -21,7 +21,9 @@ def test_the_library_holds_every_packs_declared_mutants():
     assert packs.of_pack("cs231n") == CS231N and set(CS231N) <= set(mutants.ALL_MUTANTS)
     assert mutants.PACK_MUTANTS == packs.every() and "cs231n" in mutants.ALL_ASSIGNMENTS
     assert mutants.get_any("cs231n-value-from-key").cause == "value-from-key"
-    assert packs.of_pack("reversal") == () and packs.of_pack("no-such-pack") == ()
+    # the built-in packs name the library's own registries: every mutant of theirs, once
+    assert packs.of_pack("reversal") == tuple(m for m in mutants.MUTANTS if m.assignment == "reversal") != ()
+    assert packs.of_pack("lm") == mutants.LM_MUTANTS and packs.of_pack("no-such-pack") == ()
 
 
 def test_a_pack_whose_mutants_cannot_be_read_is_named_and_adds_none(monkeypatch):

@@ -116,11 +116,17 @@ def test_each_contradiction_is_said(pack, name, words):
 
 def test_the_registry_puts_packs_after_the_built_in_assignments():
     assert assignments.ALL[:3] == assignments.BUILT_IN
-    assert all(a.pack for a in assignments.ALL[3:])
+    assert all(a.pack for a in assignments.ALL)         # every assignment is a pack, the built-in ones too
     assert set(assignments.SINGLE_FILE) <= {a.name for a in assignments.BUILT_IN}
     assert set(assignments.PACKS) == {a.name for a in assignments.ALL if a.pack}
     assert assignments.CHOICES == (assignments.AUTO,) + assignments.NAMES
-    assert assignments.pack_of("reversal") is None and assignments.pack_of(None) is None
+    assert assignments.pack_of(None) is None and assignments.folder_pack_of(None) is None
+    # one way, three kinds of submission: a file, a repository, an assignment folder
+    assert assignments.pack_of("reversal").is_file and assignments.pack_of("block").is_file
+    assert assignments.pack_of("lm").is_repository and assignments.REPOSITORY == ("lm",)
+    assert assignments.folder_pack_of("lm") is None and assignments.folder_pack_of("reversal") is None
+    assert assignments.folder_pack_of("cs231n") is assignments.pack_of("cs231n")
+    assert assignments.DEFAULT is assignments.REVERSAL and assignments.REPOSITORY_MARKER == "tests/adapters.py"
 
 
 def test_check_says_what_is_wrong_with_a_broken_pack_and_goes_on(monkeypatch, tmp_path, capsys):

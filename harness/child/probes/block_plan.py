@@ -9,19 +9,8 @@ block-causal reads what block-causal-off found.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 from . import block_attention, block_causal, block_lm, block_wiring, contract, positional, structure
-
-
-class Own(NamedTuple):
-    """One of the pack's own probes (harness/packs/api.py Pack: id, fn(ctx), cost; side, either)."""
-    id: str
-    fn: Callable
-    cost: str                   # "static" | "quick" | "train"
-    side: bool = False
-    either: bool = False
-
+from .own import Own
 
 PROBES = (
     Own("contract", contract.names, "static"),

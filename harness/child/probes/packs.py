@@ -106,9 +106,10 @@ def role_probe(binding, rp, pack):
 def plan(pack, edition: str | None, quick: bool, probe_type) -> list:
     """The run's probes for a pack (probe_type: probes/__init__.Probe): contract, each binding's role probes,
     the pack's own (`Pack.probes`: "module:NAME" of probes with id, fn(ctx), cost, perhaps side). A one-file pack
-    (Pack.submission "file") binds nothing: its own probes are all of them, its contract among them."""
+    (Pack.submission "file") or a repository pack binds nothing: its own probes are all of them, its contract among
+    them."""
     name = pack.name
-    out = [] if pack.is_file else [probe_type("contract", contract, (name,), "static")]
+    out = [] if not pack.is_folder else [probe_type("contract", contract, (name,), "static")]
     roles, why = role_probes() if pack.bindings else ({}, "")
     for b in pack.bindings_for(edition):
         probes = roles.get(b.role, ())

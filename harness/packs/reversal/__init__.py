@@ -1,0 +1,1 @@
+"""The `reversal` assignment, declared as a one-file pack (pack.py)."""
