@@ -3,7 +3,8 @@ harness/child/probes/roles/course.py) for a pack's diagnoses. Torch-free.
 
 A binding that declares how the course's checks call it (api.CourseCall) has a check `<component>.course` whose
 `data.course_calls` the child measured: {"visible": bool, "calls": [{"name", "passed", "rel_error" | "problem"}]}.
-It is read here as untrusted data (types and sizes checked; anything else is no measurement). A diagnosis on a
+It is read here as untrusted data (types and sizes checked; anything else is no measurement); a binding declared
+with NO_COURSE_CHECK has the same check with no calls and `"unchecked": true`: the course runs no check of it. A diagnosis on a
 component whose every course call passes (and no other piece's course call fails unexplained) is a real bug the
 course's own checks would not have seen: the result's
 Diagnosis carries `course_invisible` True (False when they would see it; absent when not measured) and one line
@@ -34,6 +35,8 @@ def replay_of(checks: list, component: str) -> dict | None:
     r = (c.get("data") or {}).get("course_calls")
     if not isinstance(r, dict) or not isinstance(r.get("visible"), bool) or not isinstance(r.get("calls"), list):
         return None
+    if r.get("unchecked") is True:     # the pack declares the course runs no check of it (NO_COURSE_CHECK)
+        return {"visible": False, "calls": [], "unchecked": True} if not r["calls"] and not r["visible"] else None
     calls = [_call(x) for x in r["calls"][:MAX_CALLS]]
     if not calls or any(x is None for x in calls) or r["visible"] != (not all(x["passed"] for x in calls)):
         return None
@@ -42,6 +45,8 @@ def replay_of(checks: list, component: str) -> dict | None:
 
 def sentence(r: dict) -> str:
     """One line of evidence: what the course's checks would say of the component."""
+    if r.get("unchecked"):
+        return f"{UNSEEN}: the course's own notebook runs no check of this piece"
     if not r["visible"]:
         worst = max((x["rel_error"] or 0.0 for x in r["calls"]), default=0.0)
         return (f"{UNSEEN}: called as they call it ({'; '.join(x['name'] for x in r['calls'])}) it agrees with the "
