@@ -13,6 +13,7 @@ of evidence saying so, which the terminal, the HTML report and the JSON show.
 from __future__ import annotations
 
 UNSEEN = "the course's own checks would not have seen this"
+NO_CHECK = "the course runs no check of this piece"     # why, for a piece declared NO_COURSE_CHECK
 MAX_CALLS = 16
 
 
@@ -46,7 +47,7 @@ def replay_of(checks: list, component: str) -> dict | None:
 def sentence(r: dict) -> str:
     """One line of evidence: what the course's checks would say of the component."""
     if r.get("unchecked"):
-        return f"{UNSEEN}: the course's own notebook runs no check of this piece"
+        return f"{UNSEEN}: {NO_CHECK}"
     if not r["visible"]:
         worst = max((x["rel_error"] or 0.0 for x in r["calls"]), default=0.0)
         return (f"{UNSEEN}: called as they call it ({'; '.join(x['name'] for x in r['calls'])}) it agrees with the "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.packs.course import UNSEEN
+from harness.packs.course import NO_CHECK, UNSEEN
 from mutants import get_any, packs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,4 +57,4 @@ def test_a_piece_the_course_never_checks_is_said_so_through_the_split_path(tmp_p
     late = ("TransformerDecoderLayer", "TransformerEncoderLayer", "PatchEmbedding", "VisionTransformer")
     assert all(replays[c]["status"] == "info" and replays[c]["data"]["course_calls"]["calls"] and
                not replays[c]["data"]["course_calls"]["visible"] for c in late)
-    assert any("runs no check of this piece" in e for e in top["evidence"])
+    assert f"{UNSEEN}: {NO_CHECK}" in top["evidence"] and f"{UNSEEN}: {NO_CHECK}" in terminal

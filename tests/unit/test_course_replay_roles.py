@@ -111,6 +111,9 @@ def test_terminal_and_html_say_the_course_would_not_have_seen_it(tmp_path):
     result = {"assignment": PACK.name, "verdict": "problems", "diagnoses": [diag], "checks": [], "submission": "x"}
     assert course.UNSEEN in terminal.summary(result, color=False, width=200)
     assert course.UNSEEN[1:] in html.render(result).replace("&#39;", "'")
+    unchecked = dict(diag, evidence=[f"{course.UNSEEN}: {course.NO_CHECK}"])
+    assert f"{course.UNSEEN}: {course.NO_CHECK} (a real bug" in terminal.summary(
+        dict(result, diagnoses=[unchecked]), color=False, width=200)
     seen = dict(diag, course_invisible=False)
     assert course.UNSEEN not in terminal.summary(dict(result, diagnoses=[seen]), color=False, width=200)
 
@@ -144,7 +147,7 @@ def test_a_piece_the_course_never_checks_is_declared_so_and_said_so(tmp_path):
         assert first["id"] == m.cause and first["component"] == "FeedForwardNetwork"
         assert first["course_invisible"] is (not seen)
         said = [e for e in first["evidence"] if "course" in e]
-        assert said == ([f"{course.UNSEEN}: the course's own notebook runs no check of this piece"] if not seen else
+        assert said == ([f"{course.UNSEEN}: {course.NO_CHECK}"] if not seen else
                         [e for e in said if e.startswith("the course's own checks would see it through ")])
         assert said
 

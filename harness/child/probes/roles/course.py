@@ -29,7 +29,7 @@ from .support import DEFAULT, StudentFailure, assign, build, make, owner_class, 
 from .support import randn as _randn
 
 PID = "course"
-NONE_RUN = "the course's own checks run no check of this piece (the pack declares NO_COURSE_CHECK)"
+NONE_RUN = "the course runs no check of this piece (the pack declares NO_COURSE_CHECK)"
 
 
 def rel_error(a, b) -> float:
