@@ -58,20 +58,24 @@ CAPTIONING_COURSE = (CourseCall("the notebook's CaptioningTransformer check (eve
 # memory), the patch embedding on two small images in patches of half their side, the vision transformer with every
 # constructor default on three images of the default side; nothing is switched to eval in 2025 (2026 switches the
 # layers and the vision transformer to eval), so their dropout runs under the seed. The feed-forward network has no
-# check of its own (only through the layers and the vision transformer that use it).
+# check of its own (only through the layers and the vision transformer that use it). The notebook's bars are 1e-4
+# (patch embedding) and 1e-6 (the rest) against its own solution's float32 rounding; the replay compares with our
+# reference, which rounds otherwise: up to 2e-6 measured on 18 correct 2025 forks (the vision transformer), while
+# the bugs measured give 0.68 to 1. So every late call's bar is the notebook's loosest, 1e-4.
+LATE_BAR = 1e-4
 DECODER_COURSE = (CourseCall("the notebook's TransformerDecoderLayer check", shapes={"N": 1, "T": 4, "S": 5, "E": 12},
                              init={"input_dim": 12, "num_heads": 2, "dim_feedforward": 48, "dropout": None},
-                             mask="random", mode="train", rtol=1e-6),)
+                             mask="random", mode="train", rtol=LATE_BAR),)
 ENCODER_COURSE = (CourseCall("the notebook's TransformerEncoderLayer check", shapes={"N": 1, "T": 4, "E": 12},
                              init={"input_dim": 12, "num_heads": 2, "dim_feedforward": 48, "dropout": None},
-                             mask="random", mode="train", rtol=1e-6),)
+                             mask="random", mode="train", rtol=LATE_BAR),)
 PATCH_COURSE = (CourseCall("the notebook's PatchEmbedding check", shapes={"N": 2, "C": 3, "image": 16},
                            init={"img_size": 16, "patch_size": 8, "in_channels": None, "embed_dim": 8}, mode="train",
-                           rtol=1e-4),)
+                           rtol=LATE_BAR),)
 VIT_COURSE = (CourseCall("the notebook's VisionTransformer check (every constructor default)",
                          shapes={"N": 3, "C": 3, "image": 32}, init={k: None for k in (
                              "img_size", "patch_size", "in_channels", "embed_dim", "num_layers", "num_heads",
-                             "dim_feedforward", "num_classes", "dropout")}, mode="train", rtol=1e-6),)
+                             "dim_feedforward", "num_classes", "dropout")}, mode="train", rtol=LATE_BAR),)
 
 EARLY = ("2021", "2022")
 LATE = ("2025", "2026")
