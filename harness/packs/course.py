@@ -77,3 +77,12 @@ def annotate(diagnoses: list[dict], checks: list) -> None:
             f"the course's own checks would see it through {elsewhere[0][0]}, without naming a cause: "
             + sentence(elsewhere[0][1]).split(": ", 1)[1])
         d["evidence"] = list(d.get("evidence") or []) + [line]
+
+
+def line(d: dict) -> str:
+    """The report's course line of a diagnosis the course's checks would not have seen ("" for any other), with why
+    when the course runs no check of its piece."""
+    if d.get("course_invisible") is not True:
+        return ""
+    why = f": {NO_CHECK}" if any(isinstance(e, str) and e.endswith(NO_CHECK) for e in d.get("evidence") or ()) else ""
+    return f"{UNSEEN}{why} (a real bug all the same)"
