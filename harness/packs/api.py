@@ -13,7 +13,7 @@ never imports the child side's modules (nor torch) to read a pack.
 
 `Assignment` (what the harness reads of every assignment, built in or packed) is declared here, at the bottom of
 the house: harness/assignments.py imports it and the discovered packs, so a pack module imports only this
-module (`from harness.packs.api import Assignment, Binding, CourseCall, Edition, Mask, Pack`), never harness.assignments.
+module (`from harness.packs.api import Assignment, Binding, CourseCall, Edition, Mask, NO_COURSE_CHECK, Pack`), never harness.assignments.
 """
 from __future__ import annotations
 
@@ -126,6 +126,10 @@ parameters' and inputs' `dtype` (a course that sets its parameters from float64 
             raise ValueError("CourseCall.rtol must be positive")
 
 
+# Binding.course for a piece the course's own notebook or tests never call on its own: declared, not unknown
+NO_COURSE_CHECK: tuple[CourseCall, ...] = ()
+
+
 @dataclass(frozen=True)
 class Binding:
     """A piece of the student's code bound to a generic probe role.
@@ -137,7 +141,9 @@ class Binding:
     "features", "captions"); `shapes` the sizes the course uses (N batch, S/T lengths, E/D width, H heads, V
     vocabulary; a patch embedding's and a classifier's: C channels, `image` the image's side, `patch` the patch's
     side, `classes`). `editions`: where the piece exists and is the student's (empty: every edition). `course`: how the
-course's own checks call it (CourseCall), so that a report can say which bugs those checks would not have seen."""
+course's own checks call it (CourseCall), so that a report can say which bugs those checks would not have seen;
+`NO_COURSE_CHECK` (an empty tuple) declares that the course runs no check of this piece at all (a bug there is one
+its checks would not have seen unless a larger piece's check does); None (the default): not declared, unknown."""
     role: str
     component: str
     target: str
@@ -148,13 +154,17 @@ course's own checks call it (CourseCall), so that a report can say which bugs th
     formula: str = ""           # positional: the declared table ("sin-even-cos-odd", ...)
     editions: tuple[str, ...] = ()
     points: float = 0.0         # its share of the grade (the rubric's per-component table)
-    course: tuple[CourseCall, ...] = ()     # how the course's own checks call it (the replay probe, `.course`)
+    course: tuple[CourseCall, ...] | None = None    # how the course's own checks call it (the replay probe, `.course`)
 
     def __post_init__(self):
         if self.role not in ROLES:
             raise ValueError(f"Binding.role must be one of {ROLES}, not {self.role!r}")
         if ":" not in self.target:
             raise ValueError(f"Binding.target must be 'module:QualName', not {self.target!r}")
+        if self.course is not None and (not isinstance(self.course, tuple) or
+                                        not all(isinstance(c, CourseCall) for c in self.course)):
+            raise ValueError("Binding.course must be a tuple of CourseCall (NO_COURSE_CHECK: the course checks "
+                             "none of it) or None (not declared)")
 
 
 @dataclass(frozen=True)

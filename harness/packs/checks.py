@@ -81,7 +81,8 @@ ROLE_CHECKS: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 
-# the replay of the course's own calls (Binding.course), run on a binding that declares them and whose role has probes
+# the replay of the course's own calls (Binding.course), run on a binding that declares them (NO_COURSE_CHECK included:
+# the check then says the course runs none) and whose role has probes
 COURSE_CHECK = ("course", "the piece called as the course's own checks call it (Binding.course), against the "
                           "reference given its weights: would those checks pass", "each call's relative-error bar")
 
@@ -89,7 +90,7 @@ COURSE_CHECK = ("course", "the piece called as the course's own checks call it (
 def checks_of(b) -> tuple[tuple[str, str, str], ...]:
     """A binding's (probe id, measures, threshold): its role's, and the course replay's when it declares calls."""
     own = ROLE_CHECKS.get(b.role, ())
-    return own + ((COURSE_CHECK,) if own and b.course else ())
+    return own + ((COURSE_CHECK,) if own and b.course is not None else ())
 
 
 def ids(pack: Pack) -> list[str]:

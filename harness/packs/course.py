@@ -3,7 +3,8 @@ harness/child/probes/roles/course.py) for a pack's diagnoses. Torch-free.
 
 A binding that declares how the course's checks call it (api.CourseCall) has a check `<component>.course` whose
 `data.course_calls` the child measured: {"visible": bool, "calls": [{"name", "passed", "rel_error" | "problem"}]}.
-It is read here as untrusted data (types and sizes checked; anything else is no measurement). A diagnosis on a
+It is read here as untrusted data (types and sizes checked; anything else is no measurement); a binding declared
+with NO_COURSE_CHECK has the same check with no calls and `"unchecked": true`: the course runs no check of it. A diagnosis on a
 component whose every course call passes (and no other piece's course call fails unexplained) is a real bug the
 course's own checks would not have seen: the result's
 Diagnosis carries `course_invisible` True (False when they would see it; absent when not measured) and one line
@@ -12,6 +13,7 @@ of evidence saying so, which the terminal, the HTML report and the JSON show.
 from __future__ import annotations
 
 UNSEEN = "the course's own checks would not have seen this"
+NO_CHECK = "the course runs no check of this piece"     # why, for a piece declared NO_COURSE_CHECK
 MAX_CALLS = 16
 
 
@@ -34,6 +36,8 @@ def replay_of(checks: list, component: str) -> dict | None:
     r = (c.get("data") or {}).get("course_calls")
     if not isinstance(r, dict) or not isinstance(r.get("visible"), bool) or not isinstance(r.get("calls"), list):
         return None
+    if r.get("unchecked") is True:     # the pack declares the course runs no check of it (NO_COURSE_CHECK)
+        return {"visible": False, "calls": [], "unchecked": True} if not r["calls"] and not r["visible"] else None
     calls = [_call(x) for x in r["calls"][:MAX_CALLS]]
     if not calls or any(x is None for x in calls) or r["visible"] != (not all(x["passed"] for x in calls)):
         return None
@@ -42,6 +46,8 @@ def replay_of(checks: list, component: str) -> dict | None:
 
 def sentence(r: dict) -> str:
     """One line of evidence: what the course's checks would say of the component."""
+    if r.get("unchecked"):
+        return f"{UNSEEN}: {NO_CHECK}"
     if not r["visible"]:
         worst = max((x["rel_error"] or 0.0 for x in r["calls"]), default=0.0)
         return (f"{UNSEEN}: called as they call it ({'; '.join(x['name'] for x in r['calls'])}) it agrees with the "
@@ -71,3 +77,12 @@ def annotate(diagnoses: list[dict], checks: list) -> None:
             f"the course's own checks would see it through {elsewhere[0][0]}, without naming a cause: "
             + sentence(elsewhere[0][1]).split(": ", 1)[1])
         d["evidence"] = list(d.get("evidence") or []) + [line]
+
+
+def line(d: dict) -> str:
+    """The report's course line of a diagnosis the course's checks would not have seen ("" for any other), with why
+    when the course runs no check of its piece."""
+    if d.get("course_invisible") is not True:
+        return ""
+    why = f": {NO_CHECK}" if any(isinstance(e, str) and e.endswith(NO_CHECK) for e in d.get("evidence") or ()) else ""
+    return f"{UNSEEN}{why} (a real bug all the same)"

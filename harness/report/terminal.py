@@ -16,7 +16,7 @@ import time
 
 from ..assignments import assignment_of
 from ..checks import not_measured
-from ..packs.course import UNSEEN as COURSE_UNSEEN
+from ..packs.course import line as course_line
 from ..readable import cut
 from ..source import SubmissionError, code_cell_numbers, read_source
 from .sanitize import clean, clean_block  # noqa: F401 (re-exported: the CLI and the reports use them)
@@ -377,8 +377,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
                     lines += _wrap_code(bar, bar, code, wrap_at, 16)
         if d.get("fix"):
             lines += _wrap("     " + st("fix      ", dim=True), d["fix"], wrap_at, 14)
-        lines += _wrap("     " + st("course   ", dim=True), COURSE_UNSEEN + " (a real bug all the same)", wrap_at, 14) \
-            if d.get("course_invisible") is True else []
+        seen = course_line(d)
+        lines += _wrap("     " + st("course   ", dim=True), seen, wrap_at, 14) if seen else []
     if len(diagnoses) > max_causes:
         rest = ", ".join(clean(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.packs.course import UNSEEN
+from harness.packs.course import NO_CHECK, UNSEEN
 from mutants import get_any, packs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,3 +40,21 @@ def test_the_report_says_whether_the_courses_checks_would_have_seen_it(tmp_path,
     assert replay["status"] == "info" and replay["data"]["course_calls"]["visible"] is (not invisible)
     assert (UNSEEN in terminal) is invisible
     assert (UNSEEN[1:] in page) is invisible
+
+
+def test_a_piece_the_course_never_checks_is_said_so_through_the_split_path(tmp_path, monkeypatch):
+    """FeedForwardNetwork (Binding.course = NO_COURSE_CHECK) with its dropout always on: through the model server
+    and the prober (the split path, forced on), every late piece the 2025 notebook checks is replayed and passes
+    (they run in training mode), the feed-forward's own replay says the course runs no check of it, and the
+    report says the course's own checks would not have seen the bug."""
+    monkeypatch.setenv("MTXDIAG_PACK_SPLIT", "1")
+    result, terminal, page = _check(tmp_path, "cs231n-ffn-dropout-in-eval")
+    top = result["diagnoses"][0]
+    assert top["id"] == get_any("cs231n-ffn-dropout-in-eval").cause and top["component"] == "FeedForwardNetwork"
+    assert top["course_invisible"] is True and UNSEEN in terminal
+    replays = {c["id"][:-len(".course")]: c for c in result["checks"] if c["id"].endswith(".course")}
+    assert replays["FeedForwardNetwork"]["data"]["course_calls"] == {"visible": False, "calls": [], "unchecked": True}
+    late = ("TransformerDecoderLayer", "TransformerEncoderLayer", "PatchEmbedding", "VisionTransformer")
+    assert all(replays[c]["status"] == "info" and replays[c]["data"]["course_calls"]["calls"] and
+               not replays[c]["data"]["course_calls"]["visible"] for c in late)
+    assert f"{UNSEEN}: {NO_CHECK}" in top["evidence"] and f"{UNSEEN}: {NO_CHECK}" in terminal

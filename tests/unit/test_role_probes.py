@@ -137,8 +137,8 @@ PATCHES = {
               "self.proj = nn.Conv2d(in_channels, embed_dim, patch_size, stride=patch_size)"),
              ("return self.proj(grid.reshape(n, -1, self.patch_dim))",
               "return self.proj(x).flatten(2).transpose(1, 2)")],
-    "unfold": [("grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 3, 5, 1)",
-                "grid = x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 4, 5, 1)")],
+    "unfold": [("grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 1, 3, 5)",
+                "grid = x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5)")],
 }
 
 

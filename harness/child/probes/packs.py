@@ -116,7 +116,7 @@ def plan(pack, edition: str | None, quick: bool, probe_type) -> list:
         if not probes:
             reason = why or f"no generic probe covers the role {b.role!r} yet"
             out.append(probe_type(f"{b.component}.role", _skipped(b, reason), (name,), "static"))
-        for rp in probes + ((_course_probe(),) if probes and b.course else ()):
+        for rp in probes + ((_course_probe(),) if probes and b.course is not None else ()):
             cid, fn = role_probe(b, rp, pack)
             out.append(probe_type(cid, fn, (name,), rp.cost))
     if pack.probes:

@@ -161,7 +161,7 @@ MUTANTS += (
 )
 
 FFN_RETURN = "return self.fc2(self.dropout(self.gelu(self.fc1(x))))"
-PATCH_GRID = "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 3, 5, 1)"
+PATCH_GRID = "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 1, 3, 5)"
 
 MUTANTS += (
     _m("ffn-no-activation", "feed-forward-linear",
@@ -182,7 +182,7 @@ MUTANTS += (
        "pieces of several image rows of one channel, not a p x p patch.",
        "the course's patch-embedding check: a relative error, no line"),
     _m("patch-columns-first", "patch-layout-wrong",
-       [(PATCH_GRID, "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 4, 2, 3, 5, 1)")],
+       [(PATCH_GRID, "grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 4, 2, 1, 3, 5)")],
        "the patch grid's axes swapped: patches numbered column by column",
        "Patch k must be grid row k // (W/p), column k % (W/p); putting the column axis first numbers the patches "
        "down the columns, and the positional encoding of each token belongs to another patch.",

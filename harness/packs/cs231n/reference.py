@@ -101,7 +101,7 @@ class TransformerDecoderLayer(nn.Module):
 
 
 class PatchEmbedding(nn.Module):
-    """(N, C, H, W) -> (N, (H/p)(W/p), embed_dim): each p x p patch flattened (row, column, channel) and projected."""
+    """(N, C, H, W) -> (N, (H/p)(W/p), embed_dim): each p x p patch flattened (channel, row, column) and projected."""
 
     def __init__(self, img_size, patch_size, in_channels=3, embed_dim=128):
         super().__init__()
@@ -114,7 +114,7 @@ class PatchEmbedding(nn.Module):
     def forward(self, x):
         n, c, hh, ww = x.shape
         p = self.patch_size
-        grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 3, 5, 1)
+        grid = x.reshape(n, c, hh // p, p, ww // p, p).permute(0, 2, 4, 1, 3, 5)
         return self.proj(grid.reshape(n, -1, self.patch_dim))
 
 

@@ -94,8 +94,9 @@ def eval_determinism(rctx):
 
 
 def encoding(outs: list, tokens: int):
-    """The encoder's output among the submodules' outputs: the last (batch, tokens, width) one."""
-    hits = [(name, out) for name, out in outs if out.dim() == 3 and out.shape[1] == tokens]
+    """The encoder's output among the submodules' outputs: the last (batch, tokens, width) one, or (batch, tokens + 1,
+    width) where the model adds a class token to the patches."""
+    hits = [(name, out) for name, out in outs if out.dim() == 3 and out.shape[1] in (tokens, tokens + 1)]
     return hits[-1] if hits else (None, None)
 
 
@@ -146,25 +147,27 @@ def attends_all(rctx):
         return [make(rctx, "attends-all", "skip", detail=f"no submodule returns one encoding per patch "
                      f"({tokens} tokens)")]
     moved = (moved_out - base).detach().abs().double().amax(dim=(0, 2)).cpu()
-    unmoved = [i for i in range(tokens - 1) if float(moved[i]) <= bounds.MOVED]
-    expected = f"changing the last patch moves every token of the encoder's output ({name}) by > {bounds.MOVED}: " \
-        "no mask restricts an encoder's attention"
+    rows = base.shape[1]        # tokens, or tokens + 1 with a class token (wherever it sits: every row must move)
+    unmoved = [i for i in range(tokens - 1 if rows == tokens else rows) if float(moved[i]) <= bounds.MOVED]
+    expected = f"changing the last patch moves every token of the encoder's output ({name}" + \
+        (", its class token too" if rows > tokens else "") + f") by > {bounds.MOVED}: no mask restricts an " \
+        "encoder's attention"
     if not unmoved:
         return [make(rctx, "attends-all", "pass", float(f"{float(moved.min()):.3g}"), expected)]
     handed = [mk for mk in observe.masks(m, lambda: logits(rctx, m, x))]
-    forms = [mask_form(rctx, mk, tokens) for mk in handed]
+    forms = [mask_form(rctx, mk, rows) for mk in handed]
     form = next((f for f in forms if f != "all-allowed"), forms[0] if forms else None)
     if form is not None and form != "all-allowed":
         kind = "masked"
-        text = f"changing the last patch leaves {len(unmoved)} of {tokens - 1} other tokens of {name} unmoved " \
+        text = f"changing the last patch leaves {len(unmoved)} of {rows - 1} other tokens of {name} unmoved " \
             f"(token {unmoved[0]} first): the encoder is handed a mask ({form}) that hides later patches"
         line = mask_line(rctx)
     else:
         kind = "unreached"
-        text = f"changing the last patch leaves {len(unmoved)} of {tokens - 1} other tokens of {name} unmoved " \
+        text = f"changing the last patch leaves {len(unmoved)} of {rows - 1} other tokens of {name} unmoved " \
             f"(token {unmoved[0]} first), and no blocking mask was seen"
         line = forward_line(rctx)
-    return [make(rctx, "attends-all", "fail", {"unmoved": unmoved[:16], "tokens": tokens}, expected, text,
+    return [make(rctx, "attends-all", "fail", {"unmoved": unmoved[:16], "tokens": rows}, expected, text,
                  {"mechanism": {"kind": kind, "text": text, "form": form, "module": name}}, line)]
 
 

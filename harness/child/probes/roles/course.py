@@ -8,7 +8,11 @@ each pass (the reference keeps its own buffers: a positional table is what the p
 compares with a relative error, and so does this: max |a - b| / max(1e-8, |a| + |b|)
 against the call's `rtol`. The piece's check `<component>.course` (status info: a measurement, never a problem by
 itself) holds `data.course_calls` = {"visible", "calls": [{"name", "passed", "rel_error" | "problem"}]}; `visible`
-is true when one call fails (raises, returns another shape, NaN, or differs beyond the bar). The parent
+is true when one call fails (raises, returns another shape, NaN, or differs beyond the bar). A binding declared
+with NO_COURSE_CHECK (the course runs none) gets the same check with no calls and `"unchecked": true`, made without
+calling the piece. The inputs by role: attention its query, key and value (and mask); positional, feed-forward and
+layer a (N, T, width) tensor (a layer also its memory and mask); patch-embedding and classifier images (N, C, side,
+side); model image features and captions. The parent
 (harness/packs/course.py) marks a diagnosis on a piece whose every course call passes as course-invisible.
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .support import DEFAULT, StudentFailure, assign, build, make, owner_class, 
 from .support import randn as _randn
 
 PID = "course"
+NONE_RUN = "the course runs no check of this piece (the pack declares NO_COURSE_CHECK)"
 
 
 def rel_error(a, b) -> float:
@@ -63,6 +68,16 @@ def _pre(rctx, shapes) -> tuple:
     return (vocabulary(shapes.get("V", 11)),) if rctx.binding.role == "model" else ()
 
 
+def _mask(rctx, call, lengths: tuple):
+    """The call's (query, key) mask in the binding's convention: the lower triangle, or about half of the pairs
+    blocked at random (every query attends somewhere)."""
+    allowed = torch.tril(torch.ones(*lengths, dtype=torch.bool)) if call.mask == "causal" else \
+        torch.rand(*lengths, generator=torch.Generator().manual_seed(rctx.seed + 923)) < 0.5
+    allowed[:, 0] = True
+    mk = rctx.binding.mask
+    return encode(rctx, allowed, "float" if mk is not None and (mk.blocks == "-inf" or mk.dtype == "float") else "bool")
+
+
 def _inputs(rctx, call, shapes) -> list:
     """The forward's arguments in the binding's `call` order, as the course's check makes them (floats in its
     dtype)."""
@@ -76,15 +91,18 @@ def _inputs(rctx, call, shapes) -> list:
         shared = own["query"] if "query" in call.same else own["key"]
         made = {r: shared if r in call.same else own[r] for r in own}
         if call.mask:
-            lengths = (s, made["key"].shape[1])
-            allowed = torch.tril(torch.ones(*lengths, dtype=torch.bool)) if call.mask == "causal" else \
-                torch.rand(*lengths, generator=torch.Generator().manual_seed(rctx.seed + 923)) < 0.5
-            allowed[:, 0] = True            # every query attends somewhere
-            mk = rctx.binding.mask
-            kind = "float" if mk is not None and (mk.blocks == "-inf" or mk.dtype == "float") else "bool"
-            made["mask"] = encode(rctx, allowed, kind)
-    elif role == "positional":
-        made["x"] = randn(rctx, shapes.get("N", 1), shapes.get("S", 3), shapes.get("D", 6), offset=931)
+            made["mask"] = _mask(rctx, call, (s, made["key"].shape[1]))
+    elif role in ("positional", "feed-forward", "layer"):        # a plain (N, T, width) tensor; a layer's memory
+        n, t = shapes.get("N", 1), shapes.get("T", shapes.get("S", 3))
+        e = shapes.get("E", shapes.get("D", 8))
+        made["x"] = randn(rctx, n, t, e, offset=931)
+        if role == "layer":
+            made["memory"] = randn(rctx, n, shapes.get("S", t), e, offset=932)
+            if call.mask:
+                made["mask"] = _mask(rctx, call, (t, t))
+    elif role in ("patch-embedding", "classifier"):                 # images (N, C, side, side)
+        side = shapes.get("image", 16)
+        made["x"] = randn(rctx, shapes.get("N", 2), shapes.get("C", 3), side, side, offset=951)
     elif role == "model":
         n, t, d, v = shapes.get("N", 3), shapes.get("T", 6), shapes.get("D", 16), shapes.get("V", 11)
         made["features"] = randn(rctx, n, d, offset=941)
@@ -141,9 +159,12 @@ def _one(rctx, call) -> dict:
 
 def replay(rctx) -> list[dict]:
     """The `<component>.course` check of a binding that declares its course calls (info; skip when unmeasured)."""
-    calls = tuple(getattr(rctx.binding, "course", ()) or ())
-    if not calls:
+    calls = getattr(rctx.binding, "course", None)
+    if calls is None:
         return []
+    if not calls:           # NO_COURSE_CHECK: declared, the course runs no check of this piece
+        return [make(rctx, PID, "info", {"visible": False, "calls": 0}, "how the course's own checks would judge it",
+                     NONE_RUN, {"course_calls": {"visible": False, "calls": [], "unchecked": True}})]
     if owner_class(rctx.student) is None or not isinstance(rctx.student, type):
         return [make(rctx, PID, "skip", detail="the course's calls are replayed on a class only")]
     done, why = [], ""
