@@ -13,8 +13,7 @@ runs, the child
   is put back and named in a failing check `tamper`;
 * rejects model outputs that cannot be measured honestly (a Tensor subclass, another device, a non-float dtype).
 
-The parent validates everything it receives; see runner.py for what it
-does with a forged or broken channel.
+The parent validates everything it receives; see runner.py for what it does with a forged or broken channel.
 """
 from __future__ import annotations
 
@@ -252,7 +251,8 @@ def main(argv=None):
     try:
         if pack is not None and os.environ.get(SERVER_FD_VAR):     # the student's code in the model server
             from .pack_remote import load as remote
-            source, module = remote(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]))
+            source, module = remote(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]),
+                                    result["timings"])
         elif pack is not None:
             from . import pack_loader
             source, module = pack_loader.load(a.path, a.shown(), pack, lim.load_timeout_s)

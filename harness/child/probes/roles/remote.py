@@ -57,15 +57,28 @@ def failure_type(name: str) -> type:
 class Client:
     """One model server, over the descriptor `fd`; `lines`: each student file's length (relative path)."""
 
-    def __init__(self, fd: int, lines: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S):
+    def __init__(self, fd: int, lines: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S,
+                 costs: dict | None = None):
         self.fd, self.lines, self.timeout_s = fd, dict(lines or {}), timeout_s
         self.lost: str | None = None
         self.seed = None
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
         self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
+        # the round trips, counted where the result's timings are (bench/pack_split.py --breakdown reads them):
+        # "server.<op>" requests and "server.<op>_s" seconds from sending each to reading its answer
+        self.costs = costs if costs is not None else {}
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return self._request(op, timeout_s, **kw)
+        finally:
+            n, s = f"server.{op}", f"server.{op}_s"
+            self.costs[n] = self.costs.get(n, 0) + 1
+            self.costs[s] = self.costs.get(s, 0.0) + time.perf_counter() - t0
+
+    def _request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
         if self.lost:
             raise ServerLost(f"the model server is gone: {self.lost}")
         seed = torch.initial_seed()
