@@ -23,6 +23,7 @@ from ... import modelwire as wire
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
 KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen")
 MAX_NAME = 200                  # characters of a submodule name the server reports
+MAX_MODES = 64                  # train()/eval() switches held for the next request (Client.modes)
 
 
 class RemoteFailure(Exception):
@@ -68,6 +69,9 @@ class Client:
         # the round trips, counted where the result's timings are (bench/pack_split.py --breakdown reads them):
         # "server.<op>" requests and "server.<op>_s" seconds from sending each to reading its answer
         self.costs = costs if costs is not None else {}
+        # train()/eval() of built modules, [handle, train], sent with the next request and applied in order before
+        # it (a probe's mode switch needs no answer of its own: one round trip fewer each, issue 45's cost)
+        self.modes: list = []
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
         t0 = time.perf_counter()
@@ -86,10 +90,14 @@ class Client:
             kw["seed"], self.seed = seed, seed
         self.sent += 1
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        modes, self.modes = self.modes, []
+        if modes:
+            kw["modes"] = modes
         try:
             try:
                 wire.write(self.fd, dict(kw, op=op, id=self.sent))
             except wire.WireError as e:  # nothing was sent: the probe's own request cannot be carried
+                self.modes = modes + self.modes
                 raise Unsendable(f"a request the model server cannot be sent: {e}") from None
             except BaseException:       # cut while sending (an alarm): the stream is no longer in step
                 self.lost = self.lost or f"a request ('{op}') was interrupted while it was sent"
@@ -227,7 +235,13 @@ class RemoteModule:
         return self._call("__call__", args, kwargs, child=str(name))
 
     def train(self, mode: bool = True):
-        self._client.request("mode", handle=self._h, train=bool(mode))
+        """Sent with the next request (Client.modes); the server applies it before that request, in order."""
+        client = self._client
+        if client.lost:
+            raise ServerLost(f"the model server is gone: {client.lost}")
+        client.modes.append([self._h, bool(mode)])
+        if len(client.modes) >= MAX_MODES:     # a probe that only switches: sent on their own now and then
+            client.request("mode")
         self.training = bool(mode)
         return self
 
