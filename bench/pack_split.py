@@ -5,7 +5,8 @@ JSON line: the medians, their ratio, and whether the two gave the same checks (i
 With --breakdown, where the time goes, medians per mode: the parent's clock to the child's 'load' phase (process
 start, interpreter, imports: the prober's own start-up split, the server's beside it) and to the end; the
 child's timings (torch and dynamo import, calibration, probe imports, load, the probes); split, the model
-server's round trips (requests per op and the seconds the prober waited for their answers).
+server's round trips (requests per op, the seconds the prober waited for their answers and, of those, the
+seconds the server says it worked on them: the rest is the wire's and the scheduler's).
 
     python bench/pack_split.py [--rounds 5] [--folder DIR] [--full] [--breakdown]
 """
@@ -57,7 +58,9 @@ def one(folder: Path, split: bool, quick: bool, parts: dict | None = None) -> tu
         parts["probes_s"] = sum(v for k, v in tm.items() if isinstance(v, float) and k not in NOT_PROBES
                                 and not k.startswith("server."))
         parts["server_requests"] = sum(v for k, v in tm.items() if k.startswith("server.") and not k.endswith("_s"))
-        parts["server_wait_s"] = sum(v for k, v in tm.items() if k.startswith("server.") and k.endswith("_s"))
+        parts["server_wait_s"] = sum(v for k, v in tm.items() if k.startswith("server.") and k.endswith("_s")
+                                     and not k.endswith("_work_s"))
+        parts["server_work_s"] = sum(v for k, v in tm.items() if k.startswith("server.") and k.endswith("_work_s"))
         parts.update({k: v for k, v in tm.items() if k.startswith("server.")})
     return took, [(c["id"], c["status"], (c.get("location") or {}).get("line")) for c in r["checks"]]
 

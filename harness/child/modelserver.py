@@ -8,7 +8,8 @@ prober (harness/child/probes/roles/remote.py) never imports it; both write and r
 
 Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
 backward. Any request may carry "modes", the train()/eval() switches the prober made since its last request
-([handle, train] pairs), applied in order before it ("mode" carries nothing else). A call may name a submodule
+([handle, train] pairs), applied in order before it ("mode" carries nothing else). Every answer says the seconds
+the request took here ("took": the prober counts it for the benches only). A call may name a submodule
 of the handle's module (`child`, its dotted name) and ask for records of kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
 direct child's first tensor input and its output in call order (child), and whether any submodule was handed a
 tensor equal to `seen` (seen).
@@ -23,6 +24,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import time
 import types
 
 try:
@@ -315,6 +317,7 @@ class Server:
             rid = req.pop("id", None) if isinstance(req, dict) else None
             seed = req.pop("seed", None) if isinstance(req, dict) else None
             modes = req.pop("modes", ()) if isinstance(req, dict) else ()
+            t0 = time.perf_counter()
             try:
                 if op not in ops:
                     raise ValueError(f"unknown request {op!r}")
@@ -325,6 +328,7 @@ class Server:
             except BaseException as e:      # the student's code may raise anything, SystemExit included
                 f, line = innermost(e.__traceback__, self.root)
                 ans = {"error": {"type": type(e).__name__, "message": text_of(e), "file": f, "line": line}}
+            ans["took"] = time.perf_counter() - t0        # the request's own seconds here (benches: vs the wire's)
             try:
                 write(self.fd, dict(ans, id=rid))
             except WireError as e:

@@ -67,7 +67,8 @@ class Client:
         self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
         # the round trips, counted where the result's timings are (bench/pack_split.py --breakdown reads them):
-        # "server.<op>" requests and "server.<op>_s" seconds from sending each to reading its answer
+        # "server.<op>" requests, "server.<op>_s" seconds from sending each to reading its answer and
+        # "server.<op>_work_s" the seconds the server says it spent on them (the rest: the wire and the wait)
         self.costs = costs if costs is not None else {}
         # train()/eval() of built modules, [handle, train], sent with the next request and applied in order before
         # it (a probe's mode switch needs no answer of its own: one round trip fewer each, issue 45's cost)
@@ -119,6 +120,9 @@ class Client:
                 file, line = self._place(err.get("file"), err.get("line"))
                 raise failure_type(err.get("type"))(str(err.get("message"))[:1000], file, line)
             else:
+                took = ans.get("took")      # the server's word, for the benches' timings only: a bounded number
+                if type(took) is float and 0.0 <= took < 1e6:
+                    self.costs[f"server.{op}_work_s"] = self.costs.get(f"server.{op}_work_s", 0.0) + took
                 return ans
         raise ServerLost(f"the model server stopped: {self.lost}")
 
