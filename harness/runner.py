@@ -40,15 +40,13 @@ from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
 from .isolation.pack_copy import copy_folder
-from .isolation.result_pipe import MAX_RESULT_BYTES, Drain, ResultChannel
+from .isolation.result_pipe import MAX_OUTPUT_BYTES, MAX_RESULT_BYTES, Drain, ResultChannel, flood_detail, output_flood
 from .isolation.cgroup import joiner
 from .isolation.scratch import apply_rlimits, ask_for_stack, nproc_limit, rlimits
 from .isolation.scratch import env as _env
 from .isolation.scratch import rmtree as _rmtree
 from .isolation.support_files import SupportError
 from .isolation.support_files import copy_into as copy_support
-
-MAX_OUTPUT_BYTES = 256 * 1024
 
 
 def _limits(lim: Limits, nproc: int | None, device: str = "cpu", cgroup_procs: str | None = None):
@@ -141,7 +139,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         res = Drain(r, MAX_RESULT_BYTES, chan.on_line, chan.on_end)
         out = Drain(out_fd, MAX_OUTPUT_BYTES)
         err = Drain(err_fd, MAX_OUTPUT_BYTES)
-        for d in (res, out, err):
+        srv = Drain(run.output, MAX_OUTPUT_BYTES) if getattr(run, "output", None) is not None else None   # split
+        drains = [d for d in (res, out, err, srv) if d is not None]
+        for d in drains:
             d.start()
         stack = ""
         guard.adopt(run.members())   # a warm fork joins the run's cgroup (a cold child joined before exec)
@@ -153,11 +153,11 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         if not finished:
             stack = run.stop()
         run.kill()       # everything the run started dies with it (a warm worker: or retires)
-        for d in (res, out, err):
+        for d in drains:
             d.join(timeout=5)
         breach = [f"the run changed its warm worker (which was retired): {p}" for p in getattr(run, "poisoned", [])]
         outcome = _outcome(run.returncode, chan, out, err, stack, finished, watch, static, shown, assignment,
-                           isolation, device, lim, time.monotonic() - t0, breach, allowed)
+                           isolation, device, lim, time.monotonic() - t0, breach, allowed, srv)
         outcome.limits = guard.info()
         return with_files_note(outcome, left_out)
     except OSError as e:
@@ -237,20 +237,22 @@ class _ColdRun:
 
 
 def _outcome(rc, chan, out, err, stack, finished, watch, static, submission, assignment, isolation,
-             device, lim, seconds, breach=(), allowed: frozenset | None = None) -> ChildOutcome:
+             device, lim, seconds, breach=(), allowed: frozenset | None = None, server=None) -> ChildOutcome:
     """What the run's channel, exit status and output say, with what only the parent sees.
 
     `breach`: what the run did to the processes around it (its warm worker); with what the child reported
     live on the channel (frame or heap introspection, as it happened) and locations naming files other than
-    the submission's copy, it is the parent's check `isolation` (tampering)."""
+    the submission's copy, it is the parent's check `isolation` (tampering). `server`: a split run's model server's
+    output (Drain), the student's code's, counted with the rest (output_flood)."""
     breach = list(breach) + [f"live report from the check: {w}" for w in chan.live]
     if chan.result is not None and allowed is not None:
         breach += paths.confine_locations(chan.result, allowed)
     integrity = chan.problems()
     if rc == EXIT_CHANNEL:
         integrity.append("the submission closed or replaced the grader's private result channel")
-    flood = _flood(out, err, chan.result, lim)
-    common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stdout=out.text(), stderr=err.text(),
+    flood = output_flood(out, err, chan.result, lim.output_mb, server)
+    common = dict(returncode=rc, seconds=seconds, phase=chan.phase, stderr=err.text(),
+                  stdout=out.text() + (server.text() if server is not None else ""),    # the student's, split
                   stack=stack, phases=chan.phases, isolation=isolation,
                   integrity=integrity + [f"line {f['line']}: {f['what']}" for f in static])
     where = f" (while running '{chan.phase}')" if chan.phase else ""
@@ -365,18 +367,6 @@ def _empty_payload(assignment: str) -> dict:
             "assignment": assignment if assignment in ASSIGNMENTS else None}
 
 
-def _flood(out: Drain, err: Drain, result, lim: Limits) -> dict | None:
-    """How much the run printed: through print() (the child counts what it did not keep) and straight to
-    descriptors 1 and 2 (counted here); None when within the limit."""
-    child = result.get("output_chars") if isinstance(result, dict) else None
-    child = child if isinstance(child, int) and 0 <= child < 2 ** 53 else 0
-    fds = out.size_seen + err.size_seen
-    total = child + fds
-    if total <= lim.output_mb * 1e6:
-        return None
-    return {"bytes": total, "through_print": child, "to_descriptors": fds, "limit_mb": lim.output_mb}
-
-
 def _with_parent_checks(payload: dict, channel: list, static: list, display: str, flood: dict | None = None,
                         breach: list | None = None) -> dict:
     """The child's payload plus what only the parent can see, first (a rule reads the first check of an id)."""
@@ -403,10 +393,7 @@ def _with_parent_checks(payload: dict, channel: list, static: list, display: str
                      "location": None})
     if flood:
         mine.append({"id": "output-flood", "status": "fail", "measured": flood["bytes"],
-                     "expected": f"at most {flood['limit_mb']:g} MB of output",
-                     "detail": f"the code printed {flood['bytes'] / 1e6:.1f} MB ({flood['through_print'] / 1e6:.1f} "
-                               f"MB through print(), {flood['to_descriptors'] / 1e6:.1f} MB straight to the "
-                               f"output descriptors); only the first 256 KB per stream are kept",
+                     "expected": f"at most {flood['limit_mb']:g} MB of output", "detail": flood_detail(flood),
                      "data": dict(flood, source="parent"), "location": None})
     payload["checks"] = mine + checks
     return payload

@@ -13,8 +13,7 @@ runs, the child
   is put back and named in a failing check `tamper`;
 * rejects model outputs that cannot be measured honestly (a Tensor subclass, another device, a non-float dtype).
 
-The parent validates everything it receives; see runner.py for what it
-does with a forged or broken channel.
+The parent validates everything it receives; see runner.py for what it does with a forged or broken channel.
 """
 from __future__ import annotations
 
@@ -198,9 +197,10 @@ def main(argv=None):
     t_start = time.perf_counter()
     import torch  # before student code: the probes hold references taken now
     t_torch = time.perf_counter()
-    # torch imports this at the first optimizer step and wraps torch.manual_seed then: imported before the
-    # functions are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones.
-    import torch._dynamo  # noqa: F401
+    # torch imports this at the first optimizer step and wraps torch.manual_seed then: imported before the functions
+    # are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones. Not in a split run's
+    if not os.environ.get(SERVER_FD_VAR):   # prober (no warm fork, no student code): lazily if ever (issue 45's cost)
+        import torch._dynamo  # noqa: F401
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(lim.threads or 1)
     t_dynamo = time.perf_counter()
@@ -251,8 +251,8 @@ def main(argv=None):
     pack = assignments.folder_pack_of(a.assignment) if raw is None else None
     try:
         if pack is not None and os.environ.get(SERVER_FD_VAR):     # the student's code in the model server
-            from .pack_remote import load as remote
-            source, module = remote(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]))
+            from .pack_remote import load
+            source, module = load(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]), result["timings"])
         elif pack is not None:
             from . import pack_loader
             source, module = pack_loader.load(a.path, a.shown(), pack, lim.load_timeout_s)

@@ -7,8 +7,10 @@ prober (harness/child/probes/roles/remote.py) never imports it; both write and r
 (copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
 
 Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
-backward. A call may name a submodule of the handle's module (`child`, its dotted name) and ask for records of
-kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
+backward. Any request may carry "modes", the train()/eval() switches the prober made since its last request
+([handle, train] pairs), applied in order before it ("mode" carries nothing else). Every answer says the seconds
+the request took here ("took": the prober counts it for the benches only). A call may name a submodule
+of the handle's module (`child`, its dotted name) and ask for records of kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
 direct child's first tensor input and its output in call order (child), and whether any submodule was handed a
 tensor equal to `seen` (seen).
 A request's "seed" (when the prober's torch generator was seeded since the last one) seeds the server's.
@@ -22,6 +24,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import time
 import types
 
 try:
@@ -35,6 +38,7 @@ except ImportError:                                             # run as a scrip
 MAX_TEXT = 1000                 # characters of a message the server sends
 MAX_HANDLES = 256               # modules the server keeps (the oldest goes first)
 MAX_GRAPHS = 8                  # outputs kept for a backward
+MAX_MODES = 64                  # train()/eval() switches sent with one request
 
 
 # -- the server -----------------------------------------------------------------------------------------------
@@ -255,12 +259,23 @@ class Server:
     def backward(self, graph: int, grads: list):
         import torch
         outs = self.graphs.pop(graph)
-        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
-        torch.autograd.backward([o for o, _ in pairs], [g.to(o.dtype) for o, g in pairs])
+        pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        if len(pairs) == 1 and pairs[0][0].shape == pairs[0][1].shape and not pairs[0][0].is_complex():
+            # the same vector-Jacobian product (the sum's and the product's backward hand o exactly g), without
+            # the import autograd makes for an explicit gradient (_make_grads: sympy, ~1 s on the first backward)
+            (pairs[0][0] * pairs[0][1]).sum().backward()
+        else:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         return {}
 
-    def mode(self, handle, train: bool):
-        self._module(handle).train(bool(train))
+    def mode(self, modes=()):
+        """Each [handle, train] in order: the module's train(train), as the prober's probe asked."""
+        if not isinstance(modes, list) or len(modes) > MAX_MODES:
+            raise ValueError("modes is not a list of [handle, train] pairs")
+        for pair in modes:
+            if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int and type(pair[1]) is bool):
+                raise ValueError("modes is not a list of [handle, train] pairs")
+            self._module(pair[0]).train(pair[1])
         return {}
 
     def state_dict(self, handle):
@@ -301,15 +316,19 @@ class Server:
             op = req.pop("op", None) if isinstance(req, dict) else None
             rid = req.pop("id", None) if isinstance(req, dict) else None
             seed = req.pop("seed", None) if isinstance(req, dict) else None
+            modes = req.pop("modes", ()) if isinstance(req, dict) else ()
+            t0 = time.perf_counter()
             try:
                 if op not in ops:
                     raise ValueError(f"unknown request {op!r}")
+                self.mode(modes or [])          # the train()/eval() switches since the last request, first
                 if isinstance(seed, int):
                     torch.default_generator.manual_seed(seed)
-                ans = ops[op](**req)
+                ans = ops[op](**req) if op != "mode" else {}
             except BaseException as e:      # the student's code may raise anything, SystemExit included
                 f, line = innermost(e.__traceback__, self.root)
                 ans = {"error": {"type": type(e).__name__, "message": text_of(e), "file": f, "line": line}}
+            ans["took"] = time.perf_counter() - t0        # the request's own seconds here (benches: vs the wire's)
             try:
                 write(self.fd, dict(ans, id=rid))
             except WireError as e:

@@ -23,8 +23,9 @@ MAX_FILES = 2000
 RESERVED = frozenset(__import__("sys").stdlib_module_names) | {"torch", "numpy"}   # never served as the student's
 
 
-def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int) -> tuple:
-    """(Source of the pack's first file, a namespace module holding a proxy per present component)."""
+def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int, timings: dict | None = None) -> tuple:
+    """(Source of the pack's first file, a namespace module holding a proxy per present component); `timings`: the
+    result's, where the server's round trips are counted (remote.Client.costs)."""
     root = os.path.realpath(path)
     display = (display or path).rstrip("/")
     first = os.path.join(root, pack.files[0])
@@ -39,7 +40,7 @@ def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int) 
     edition = edition_of(pack, lambda rel: read_text_at(root, rel))
     name = edition.name if edition is not None else None
     bindings = pack.bindings_for(name)
-    client = remote.Client(fd, {rel: t.count("\n") + 1 for rel, t in texts.items()})
+    client = remote.Client(fd, {rel: t.count("\n") + 1 for rel, t in texts.items()}, costs=timings)
     try:
         ans = client.request("load", timeout_s=timeout_s + 10, modules=modules, timeout=float(timeout_s),
                              targets={b.component: b.target for b in bindings})

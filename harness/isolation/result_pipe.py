@@ -13,6 +13,7 @@ from ..limits import RESULT_MB
 from ..protocol import MSG_INTEGRITY, MSG_PHASE, MSG_RESULT
 
 MAX_RESULT_BYTES = int(RESULT_MB * 1_000_000)      # read from the result channel; past it, the student's error
+MAX_OUTPUT_BYTES = 256 * 1024                      # kept of each output pipe (every byte is counted)
 
 _PHASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")   # probe ids; a pack's are "Component.probe"
 
@@ -131,3 +132,30 @@ class ResultChannel:
         if self.broken:
             out.append(self.broken)
         return out
+
+
+def output_flood(out: Drain, err: Drain, result, limit_mb: float, server: Drain | None = None) -> dict | None:
+    """How much the run printed, None when within `limit_mb`: through print() (the child counts what it did not
+    keep), straight to descriptors 1 and 2 (counted here), and a split run's model server's stdout and stderr
+    (counted here on their own pipe: the student's code runs there, and nothing it holds counts it)."""
+    child = result.get("output_chars") if isinstance(result, dict) else None
+    child = child if isinstance(child, int) and 0 <= child < 2 ** 53 else 0
+    fds = out.size_seen + err.size_seen
+    srv = server.size_seen if server is not None else 0
+    total = child + fds + srv
+    if total <= limit_mb * 1e6:
+        return None
+    return dict({"bytes": total, "through_print": child, "to_descriptors": fds, "limit_mb": limit_mb},
+                **({"model_server": srv} if server is not None else {}))
+
+
+def flood_detail(flood: dict) -> str:
+    """What the instructor reads of an output flood (output_flood's numbers); split, the model server's first."""
+    def mb(key: str) -> str:
+        return f"{(flood.get(key) or 0) / 1e6:.1f} MB"
+    parts = [f"{mb('through_print')} through print()", f"{mb('to_descriptors')} straight to the output descriptors"]
+    if "model_server" in flood:     # the prober's own output (the grader's) is named only when there is some
+        parts = [f"{mb('model_server')} from the model server's stdout and stderr, where the code runs"] + \
+            [p for p, k in zip(parts, ("through_print", "to_descriptors")) if flood.get(k)]
+    return f"the code printed {mb('bytes')} ({', '.join(parts)}); only the first {MAX_OUTPUT_BYTES // 1024} KB per " \
+           f"stream are kept"

@@ -7,8 +7,11 @@ the interpreter, its site folders and that folder only (no harness snapshot, no 
 bubblewrap it is still a process of its own, whose interpreter reads no .pth file and no PYTHONPATH. The prober is
 the usual child (harness.child.main) with the harness; it never imports the submission (child/pack_remote.py).
 
-Both processes share the run's limits (rlimits, the run's cgroup), its stdout and stderr pipes (the parent counts
-what both print) and its token; the run's end kills both trees. Torch-free, parent side.
+Both processes share the run's limits (rlimits, the run's cgroup) and its token; the run's end kills both trees.
+The server's stdout and stderr are one pipe of their own (SplitRun.output): the parent reads, counts and keeps what
+it prints apart from the prober's, so a flood of the student's code is counted where it happens, as the student's
+(runner._flood: check `output-flood`), never by an object in a process the student's code could reach.
+Torch-free, parent side.
 """
 from __future__ import annotations
 
@@ -43,10 +46,11 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
     key_r, key_w = os.pipe()
     os.write(key_w, (nonce + "\n").encode())
     os.close(key_w)
+    srv_r, srv_w = os.pipe()            # the server's stdout and stderr: the student's output, counted apart
     mine, theirs = socket.socketpair()
     server = prober = None
     try:
-        server = start_server(work, theirs, lim, isolation, device, token, preexec, out_w, err_w)
+        server = start_server(work, theirs, lim, isolation, device, token, preexec, srv_w, srv_w)
         theirs.close()
         env = dict(_env(lim.threads, work, isolation, token), **{SERVER_FD_VAR: str(mine.fileno())})
         cmd = sandbox.command([sys.executable, "-m", "harness.child.main"] + list(args) + wire_argv(w), work=work,
@@ -54,17 +58,18 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
         prober = subprocess.Popen(cmd, cwd=work, env=env, stdin=key_r, stdout=out_w, stderr=err_w,
                                   pass_fds=(w, mine.fileno()), preexec_fn=preexec, close_fds=True)
     except BaseException:
-        for fd in (r, out_r, err_r):
+        for fd in (r, out_r, err_r, srv_r):
             os.close(fd)
         if server is not None:
             _end(server, token)
         raise
     finally:
-        for fd in (w, key_r, out_w, err_w):
+        for fd in (w, key_r, out_w, err_w, srv_w):
             os.close(fd)
         mine.close()
         theirs.close()
-    return SplitRun(cold_run(prober, token, work, isolation), server, token, isolation), r, out_r, err_r
+    run = SplitRun(cold_run(prober, token, work, isolation), server, token, isolation, srv_r)
+    return run, r, out_r, err_r
 
 
 def start_server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
@@ -116,10 +121,12 @@ def _end(proc, token: str) -> None:
 
 class SplitRun:
     """The prober's handle (runner._ColdRun) with the server beside it: waited for through the prober, both
-    watched for memory, both killed at the end."""
+    watched for memory, both killed at the end; `output`: the read end of the server's stdout and stderr (the
+    runner drains it)."""
 
-    def __init__(self, prober, server, token: str, isolation: str):
+    def __init__(self, prober, server, token: str, isolation: str, output: int | None = None):
         self.prober, self.server, self.token, self.isolation = prober, server, token, isolation
+        self.output = output
 
     def members(self):
         return set(self.prober.members()) | sandbox.members(self.server.pid, self.token, self.server.pid)

@@ -191,3 +191,28 @@ def test_a_submission_reaching_for_the_grader_gets_no_credit_and_canaries_stay_c
         assert canary["verdict"] == "clean", [(c["id"], c["status"], c.get("detail")) for c in canary["checks"]
                                               if c["status"] not in ("pass", "skip")]
         assert not any(c["status"] in ("fail", "error") for c in canary["checks"])
+
+
+def test_a_model_server_that_floods_its_output_is_counted_apart_as_the_students(tmp_path):
+    """The model server's stdout and stderr are a pipe of their own that the parent reads and counts (no object in
+    a process the student's code reaches counts them): a class that prints megabytes each time it is built is an
+    output flood, the student's (forbidden-operation), at its measured size; what is kept is bounded; the model's
+    checks are measured as usual."""
+    noisy = REFERENCE.replace("        super().__init__()\n", "        super().__init__()\n"
+                              "        import sys\n        print('x' * 400_000)\n"
+                              "        sys.stderr.write('y' * 400_000)\n", 1)      # PositionalEncoding's
+    assert noisy != REFERENCE
+    from harness.child.probes import Probe
+    only = ",".join(p.id for p in pack_probes.plan(PACK, "2025", False, Probe) if p.id.startswith("PositionalEncoding."))
+    assert only                 # the pieces of the class that prints, alone (the test's time: one quick check's part)
+    r = api.check_file(_folder(tmp_path / "noisy", noisy), assignment=PACK.name, quick=True,
+                       limits=Limits(only_probes=only))
+    flood = next(c for c in r["checks"] if c["id"] == "output-flood")
+    assert flood["status"] == "fail" and flood["measured"] >= 1_600_000, flood
+    assert flood["data"]["model_server"] >= 1_600_000 and flood["data"]["through_print"] == 0
+    assert "from the model server's stdout and stderr" in flood["detail"]
+    assert any(d["id"] == "forbidden-operation" for d in r["diagnoses"]), r["diagnoses"]
+    assert "more bytes not kept" in r["stdout"] and len(r["stdout"]) < 400_000    # kept: the first 256 KB
+    wrong = [(c["id"], c["status"]) for c in r["checks"] if c["status"] in ("fail", "error") and c["id"] != "output-flood"]
+    assert wrong == [] and any(c["id"].startswith("PositionalEncoding.") and c["status"] == "pass"
+                               for c in r["checks"])

@@ -128,3 +128,33 @@ def test_the_parent_reads_at_most_the_result_bound_from_the_channel():
     os.close(w)
     d.join(10)
     assert one.oversized and one.rejected == 0
+
+
+def test_an_output_flood_counts_the_model_servers_own_pipe_and_says_so():
+    """A split run's model server prints on a pipe of its own (split.SplitRun.output): the parent counts it with
+    the rest, names it first, and keeps 256 KB of it; a one-process run's text is what it was."""
+    import os
+    from harness.isolation.result_pipe import MAX_OUTPUT_BYTES, Drain, flood_detail, output_flood
+
+    def drained(n: int) -> Drain:
+        r, w = os.pipe()
+        d = Drain(r, MAX_OUTPUT_BYTES)
+        d.start()
+        for _ in range(n // 65536):
+            os.write(w, b"x" * 65536)
+        os.close(w)
+        d.join(10)
+        return d
+    out, err, server = drained(0), drained(65536), drained(1 << 21)
+    assert output_flood(out, err, {"output_chars": 10}, 1.0) is None            # one process: within the limit
+    flood = output_flood(out, err, {"output_chars": 10}, 1.0, server)
+    assert flood == {"bytes": 10 + 65536 + (1 << 21), "through_print": 10, "to_descriptors": 65536, "limit_mb": 1.0,
+                     "model_server": 1 << 21}
+    assert len(server.buf) == MAX_OUTPUT_BYTES and "more bytes not kept" in server.text()
+    text = flood_detail(flood)
+    assert text.startswith("the code printed 2.2 MB (2.1 MB from the model server's stdout and stderr, where the "
+                           "code runs, 0.0 MB through print(), 0.1 MB straight to the output descriptors)"), text
+    one = output_flood(out, drained(1 << 21), {"output_chars": 0}, 1.0)
+    assert "model_server" not in one and flood_detail(one) == (
+        "the code printed 2.1 MB (0.0 MB through print(), 2.1 MB straight to the output descriptors); only the "
+        "first 256 KB per stream are kept")

@@ -156,3 +156,17 @@ def test_torchs_module_api_the_proxy_lacks_is_the_probes_limit_not_the_students_
     with pytest.raises(AttributeError, match="does not offer"):
         m.modules()
     assert callable(m.sample)                   # the student's own methods are requests
+
+
+def test_the_round_trips_are_counted_and_the_servers_own_seconds_only_when_a_bounded_number():
+    """bench/pack_split.py --breakdown reads them from the result's timings: what a hostile server says it took
+    counts only as a plain bounded float, and never breaks the request."""
+    a, b = _pair()
+    timings: dict = {}
+    client = remote.Client(a.fileno(), {}, timeout_s=5, costs=timings)
+    _serve(b, [lambda r: {"value": 1, "took": 0.25}, lambda r: {"value": 2, "took": "x" * 100},
+               lambda r: {"value": 3, "took": float("inf")}, lambda r: {"value": 4, "took": True}])
+    assert [client.request("call")["value"] for _ in range(3)] + [client.request("build")["value"]] == [1, 2, 3, 4]
+    assert timings["server.call"] == 3 and timings["server.build"] == 1
+    assert timings["server.call_work_s"] == 0.25 and "server.build_work_s" not in timings
+    assert 0 < timings["server.call_s"] < 5 and 0 < timings["server.build_s"] < 5

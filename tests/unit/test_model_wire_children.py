@@ -155,3 +155,76 @@ def test_constructor_names_from_the_server_are_checked_before_parameter_order_re
     assert remote.parameter_names(absent) is None
     for s in socks + socks2 + socks3:
         s.close()
+
+
+class Moded(nn.Module):
+    """Its output says its mode, and each train() call is counted (a student's override of train())."""
+
+    def __init__(self):
+        super().__init__()
+        self.switches = 0
+
+    def train(self, mode: bool = True):
+        self.switches += 1
+        return super().train(mode)
+
+    def forward(self, x):
+        return x + (1.0 if self.training else 0.0)
+
+
+def test_train_and_eval_ride_with_the_next_request_applied_in_order():
+    """A mode switch costs no round trip of its own (issue 45's cost): the server applies the switches in order
+    before the next request, so what that request sees is what an in-process call would."""
+    a, b = socket.socketpair()
+    server = Server(b.fileno(), ".")
+    mods = [Moded(), Moded()]
+    handles = [server._keep(m) for m in mods]
+    threading.Thread(target=server.serve, daemon=True).start()
+    client = remote.Client(a.fileno())
+    cls = remote.remote_class(client, "c", {"owner": "Moded", "params": []}, None)
+    one, two = remote.RemoteModule(client, handles[0], cls), remote.RemoteModule(client, handles[1], cls)
+    one.eval(), two.eval(), one.train(), one.eval()
+    assert client.sent == 0 and not one.training and client.modes == [[1, False], [2, False], [1, True], [1, False]]
+    x = torch.zeros(2)
+    assert torch.equal(one(x), x) and torch.equal(two(x), x) and client.sent == 2 and client.modes == []
+    assert [m.switches for m in mods] == [3, 1] and not mods[0].training and not mods[1].training
+    two.train()
+    assert torch.equal(two(x), x + 1)
+    for _ in range(remote.MAX_MODES):      # a probe that only switches: sent on its own now and then
+        one.train()
+    assert client.sent == 4 and client.modes == [] and mods[0].training
+    a.close()
+
+
+def test_malformed_modes_are_refused_before_anything_runs():
+    m = Moded()
+    s, h = _server(m)
+    for bad in ([[h, 1]], [[h]], [["1", True]], "x", [[h, True]] * (remote.MAX_MODES + 1)):
+        with pytest.raises(ValueError, match="modes"):
+            s.mode(bad)
+    assert m.switches == 0
+    s.mode([[h, False]])
+    assert m.switches == 1 and not m.training
+
+
+def test_the_servers_backward_gives_autograds_gradients_bit_for_bit():
+    """One output: its vector-Jacobian product through a sum (no import of autograd's explicit-gradient path);
+    several: autograd's own; either way the gradients autograd.backward(outputs, grads) gives in process."""
+    torch.manual_seed(0)
+    ref, x = Block(), torch.randn(2, 3, 4)
+    grads = [torch.randn(2, 3, 4), torch.randn(2, 3, 4)]
+    for n in (1, 2):
+        ref.zero_grad()
+        outs = [ref(x * (i + 1)) for i in range(n)]
+        torch.autograd.backward(outs, grads[:n])
+        m = Block()
+        m.load_state_dict(ref.state_dict())
+        s, h = _server(m)
+        graphs = [s.call(h, "__call__", (x * (i + 1),), {})["graph"] for i in range(n)]
+        if n == 1:
+            s.backward(graphs[0], [grads[0]])
+        else:           # two outputs of one graph: as a model returning a tuple
+            s.graphs[graphs[1]] = s.graphs[graphs[0]] + s.graphs[graphs[1]]
+            s.backward(graphs[1], grads[:2])
+        for (k, p), q in zip(m.named_parameters(), ref.parameters()):
+            assert torch.equal(p.grad, q.grad), (n, k)

@@ -23,6 +23,7 @@ from ... import modelwire as wire
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
 KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen")
 MAX_NAME = 200                  # characters of a submodule name the server reports
+MAX_MODES = 64                  # train()/eval() switches held for the next request (Client.modes)
 
 
 class RemoteFailure(Exception):
@@ -57,15 +58,32 @@ def failure_type(name: str) -> type:
 class Client:
     """One model server, over the descriptor `fd`; `lines`: each student file's length (relative path)."""
 
-    def __init__(self, fd: int, lines: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S):
+    def __init__(self, fd: int, lines: dict | None = None, timeout_s: float = REQUEST_TIMEOUT_S,
+                 costs: dict | None = None):
         self.fd, self.lines, self.timeout_s = fd, dict(lines or {}), timeout_s
         self.lost: str | None = None
         self.seed = None
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
         self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
+        # the round trips, counted where the result's timings are (bench/pack_split.py --breakdown reads them):
+        # "server.<op>" requests, "server.<op>_s" seconds from sending each to reading its answer and
+        # "server.<op>_work_s" the seconds the server says it spent on them (the rest: the wire and the wait)
+        self.costs = costs if costs is not None else {}
+        # train()/eval() of built modules, [handle, train], sent with the next request and applied in order before
+        # it (a probe's mode switch needs no answer of its own: one round trip fewer each, issue 45's cost)
+        self.modes: list = []
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return self._request(op, timeout_s, **kw)
+        finally:
+            n, s = f"server.{op}", f"server.{op}_s"
+            self.costs[n] = self.costs.get(n, 0) + 1
+            self.costs[s] = self.costs.get(s, 0.0) + time.perf_counter() - t0
+
+    def _request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
         if self.lost:
             raise ServerLost(f"the model server is gone: {self.lost}")
         seed = torch.initial_seed()
@@ -73,10 +91,14 @@ class Client:
             kw["seed"], self.seed = seed, seed
         self.sent += 1
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        modes, self.modes = self.modes, []
+        if modes:
+            kw["modes"] = modes
         try:
             try:
                 wire.write(self.fd, dict(kw, op=op, id=self.sent))
             except wire.WireError as e:  # nothing was sent: the probe's own request cannot be carried
+                self.modes = modes + self.modes
                 raise Unsendable(f"a request the model server cannot be sent: {e}") from None
             except BaseException:       # cut while sending (an alarm): the stream is no longer in step
                 self.lost = self.lost or f"a request ('{op}') was interrupted while it was sent"
@@ -98,6 +120,9 @@ class Client:
                 file, line = self._place(err.get("file"), err.get("line"))
                 raise failure_type(err.get("type"))(str(err.get("message"))[:1000], file, line)
             else:
+                took = ans.get("took")      # the server's word, for the benches' timings only: a bounded number
+                if type(took) is float and 0.0 <= took < 1e6:
+                    self.costs[f"server.{op}_work_s"] = self.costs.get(f"server.{op}_work_s", 0.0) + took
                 return ans
         raise ServerLost(f"the model server stopped: {self.lost}")
 
@@ -214,7 +239,13 @@ class RemoteModule:
         return self._call("__call__", args, kwargs, child=str(name))
 
     def train(self, mode: bool = True):
-        self._client.request("mode", handle=self._h, train=bool(mode))
+        """Sent with the next request (Client.modes); the server applies it before that request, in order."""
+        client = self._client
+        if client.lost:
+            raise ServerLost(f"the model server is gone: {client.lost}")
+        client.modes.append([self._h, bool(mode)])
+        if len(client.modes) >= MAX_MODES:     # a probe that only switches: sent on their own now and then
+            client.request("mode")
         self.training = bool(mode)
         return self
 
