@@ -49,7 +49,7 @@ class Assignment:
     # is listed in the summary and keeps the verdict from `clean` (checks.not_measured, causes/check_not_measured)
     must_measure: tuple[str, ...] = ()
     # set by discovery (harness/packs/discover.py), never by a pack's author: "module:NAME" of the Pack this
-    # assignment comes from; empty for the assignments built into the harness by hand
+    # assignment comes from (every discovered assignment has one); empty only for an Assignment made outside discovery
     pack: str = ""
 
     @property
