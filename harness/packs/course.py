@@ -80,9 +80,9 @@ def annotate(diagnoses: list[dict], checks: list) -> None:
 
 
 def line(d: dict) -> str:
-    """The report's course line of a diagnosis the course's checks would not have seen ("" for any other), with why
-    when the course runs no check of its piece."""
+    """The reports' course line of a diagnosis the course's checks would not have seen ("" for any other), with why
+    when the course runs no check of its piece (the terminal and the HTML report both show it)."""
     if d.get("course_invisible") is not True:
         return ""
     why = f": {NO_CHECK}" if any(isinstance(e, str) and e.endswith(NO_CHECK) for e in d.get("evidence") or ()) else ""
-    return f"{UNSEEN}{why} (a real bug all the same)"
+    return f"{UNSEEN}{why}"

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..assignments import NAMES as ASSIGNMENTS
 from ..checks import not_measured as not_measured_checks
-from ..packs.course import UNSEEN as COURSE_UNSEEN
+from ..packs.course import line as course_line
 
 from . import figures as F
 from .intro import INTRO
@@ -269,7 +269,7 @@ def diagnoses(result: dict, source_path) -> list[dict]:
                     and math.isfinite(conf) else 0.0,
                     "evidence": ev, "also": also, "fix": _str(d.get("fix"), 2000), "why": _str(d.get("why"), 3000),
                     "where": where(loc, _notebook_path(result, source_path)), "excerpt": excerpt(source_path, loc), "see": see,
-                    "repair": repair_view(d.get("repair")), "course_unseen": COURSE_UNSEEN if d.get("course_invisible") is True else ""})
+                    "repair": repair_view(d.get("repair")), "course_unseen": course_line(d)})
     return out
 
 

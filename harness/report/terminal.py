@@ -377,8 +377,8 @@ def summary(result: object, json_path=None, html_path=None, color: bool | None =
                     lines += _wrap_code(bar, bar, code, wrap_at, 16)
         if d.get("fix"):
             lines += _wrap("     " + st("fix      ", dim=True), d["fix"], wrap_at, 14)
-        seen = course_line(d)
-        lines += _wrap("     " + st("course   ", dim=True), seen, wrap_at, 14) if seen else []
+        if seen := course_line(d):
+            lines += _wrap("     " + st("course   ", dim=True), f"{seen} (a real bug all the same)", wrap_at, 14)
     if len(diagnoses) > max_causes:
         rest = ", ".join(clean(d.get("id")) for d in diagnoses[max_causes:max_causes + 6])
         more = len(diagnoses) - max_causes

@@ -114,6 +114,12 @@ def test_terminal_and_html_say_the_course_would_not_have_seen_it(tmp_path):
     unchecked = dict(diag, evidence=[f"{course.UNSEEN}: {course.NO_CHECK}"])
     assert f"{course.UNSEEN}: {course.NO_CHECK} (a real bug" in terminal.summary(
         dict(result, diagnoses=[unchecked]), color=False, width=200)
+    import re
+
+    def course_row(r):          # the HTML report's "Course" row of the diagnosis (not its evidence list)
+        return re.search(r'class="course-unseen">([^<]*)<', html.render(r).replace("&#39;", "'")).group(1)
+    assert course.NO_CHECK in course_row(dict(result, diagnoses=[unchecked]))     # both reports say why
+    assert course.NO_CHECK not in course_row(result)
     seen = dict(diag, course_invisible=False)
     assert course.UNSEEN not in terminal.summary(dict(result, diagnoses=[seen]), color=False, width=200)
 
