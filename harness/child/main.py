@@ -199,8 +199,7 @@ def main(argv=None):
     t_torch = time.perf_counter()
     # torch imports this at the first optimizer step and wraps torch.manual_seed then: imported before the functions
     # are recorded, a cold child and a warm worker's fork (zygote.py) start from the same ones. A split run's prober
-    # (no warm fork, no student code) leaves it to torch, lazily if ever: 2.5-4.5 s of its start-up (issue 45's cost)
-    if not os.environ.get(SERVER_FD_VAR):
+    if not os.environ.get(SERVER_FD_VAR):   # (no fork, no student code) leaves it to torch: 2.5-4.5 s (issue 45)
         import torch._dynamo  # noqa: F401
     # One thread unless asked: these models are small, and a shared machine punishes oversubscription 10x.
     torch.set_num_threads(lim.threads or 1)
