@@ -333,3 +333,15 @@ def test_a_split_runs_prober_is_out_of_reach_of_a_process_of_the_same_user(probe
         os.kill(target, signal.SIGKILL)
         os.waitpid(target, 0)
         os.close(r)
+
+
+def test_the_mtxdiag_command_makes_itself_non_dumpable():
+    """The command a user runs (its click group, before any subcommand) refuses its memory to a run's code of the
+    same user where no PID namespace hides it; PR_GET_DUMPABLE read in that process after a subcommand ran."""
+    import subprocess
+    import sys
+    code = ("import ctypes\nfrom harness.cli.main import main\n"
+            "main(['assignment', 'list'], standalone_mode=False)\n"
+            "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "DUMPABLE 0" in out.stdout, (out.stdout[-2000:], out.stderr[-2000:])
