@@ -30,11 +30,16 @@ from .scratch import env as _env
 SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
 WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
 RECORD = SERVER.with_name("modelrecord.py")     # the server's recorder, imported from beside it too
-SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare)
+SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare);
+#                                      "trial": the packs declared Pack.split "trial" (block's one file) split too
 
 
-def wanted(is_pack_folder: bool) -> bool:
-    return is_pack_folder and os.environ.get(SWITCH, "1").strip() != "0"
+def wanted(pack, submission: Path) -> bool:
+    """Whether this submission runs split: its pack says so (Pack.runs_split under the switch) and it is what
+    the server loads (a folder pack's folder; a one-file pack's .py file: a notebook runs in one process)."""
+    if pack is None or not pack.runs_split(os.environ.get(SWITCH, "1").strip()):
+        return False
+    return submission.is_dir() if pack.is_folder else pack.is_file and submission.suffix == ".py"
 
 
 def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device: str, preexec, cold_run):
@@ -76,7 +81,11 @@ def start_server(work: Path, sock, lim, isolation: str, device: str, token: str,
     """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
     home = work / "server"
     home.mkdir()
-    shutil.copytree(work / "repo", home / "repo", symlinks=False)
+    if (work / "repo").is_dir():
+        shutil.copytree(work / "repo", home / "repo", symlinks=False)
+    else:                               # a one-file pack's file (runner: work/submission.py), as module `submission`
+        (home / "repo").mkdir()
+        shutil.copyfile(work / "submission.py", home / "repo" / "submission.py")
     shutil.copyfile(SERVER, home / "modelserver.py")
     shutil.copyfile(WIRE, home / "modelwire.py")
     shutil.copyfile(RECORD, home / "modelrecord.py")

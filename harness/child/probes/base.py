@@ -125,9 +125,12 @@ class Context:
         except (Skip, StudentError):
             raise
         except BaseException as e:  # SystemExit and KeyboardInterrupt from student code too
+            line = student_line(e.__traceback__, self.source.code_path)
+            if line is None and type(getattr(e, "line", None)) is int and hasattr(e, "file"):
+                line = e.line           # raised in the model server (remote.RemoteFailure): its line, checked there
             if isinstance(e, ProbeTimeout):
-                raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where)
-            raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where) from e
+                raise StudentError(e, line, where)
+            raise StudentError(e, line, where) from e
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
