@@ -1,12 +1,12 @@
 """issue 45 for the `block` assignment: the same check in one process (MTXDIAG_PACK_SPLIT=0, as before) and split
 (MTXDIAG_PACK_SPLIT=trial: the file in the model server, the probes in the prober), compared and timed.
 
-For each file (default: the block corpus, tests/fixtures/correct/block_*.py, submissions/block_lesson*.py and
-the reference), both runs, cold, the order alternating: the checks' (id, status, line) and the diagnoses' (cause,
+For each file (default: tests/fixtures/correct/block_*.py, submissions/block_lesson*.py and the reference;
+--blind adds tests/corpus/block/), both runs, cold, the order alternating: the checks' (id, status, line) and the diagnoses' (cause,
 line) must be the same. Prints each difference and, last, one JSON line: files compared, files differing, the
 paired medians of the wall times and their ratio. --mutants adds every block mutant (its file exported).
 
-    python bench/block_split.py [--quick] [--mutants] [--rounds 1] [FILE ...]
+    python bench/block_split.py [--quick] [--mutants] [--blind] [--rounds 1] [FILE ...]
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from harness.isolation.split import SWITCH  # noqa: E402
 
 CORPUS = sorted((ROOT / "tests/fixtures/correct").glob("block_*.py")) + \
     sorted((ROOT / "submissions").glob("block_lesson*.py")) + [ROOT / "reference_model/block.py"]
+BLIND = sorted((ROOT / "tests/corpus/block").glob("*/*.py"))        # --blind: the block corpus of tests/corpus
 
 
 def key(r: dict) -> dict:
@@ -59,10 +60,11 @@ def main() -> int:
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--mutants", action="store_true")
+    ap.add_argument("--blind", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="block-split-"))
-    files = list(a.files or CORPUS) + (mutant_files(tmp) if a.mutants else [])
+    files = list(a.files or CORPUS) + (BLIND if a.blind else []) + (mutant_files(tmp) if a.mutants else [])
     times: dict = {False: [], True: []}
     differ = []
     for i, f in enumerate(files):

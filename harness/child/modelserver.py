@@ -7,7 +7,8 @@ prober (harness/child/probes/roles/remote.py) never imports it; both write and r
 (copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
 
 Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
-backward, modules (each submodule's name, class and own parameters' shapes). A call may carry "watch": the
+backward, modules (each submodule's name, class and own parameters' shapes), step (torch's Adam over a module's
+parameters). A call may run over its argument's first axis ("over": vmap or a loop) and without gradients. A call may carry "watch": the
 prober's recorder configurations (a one-file pack's intercept.watch and trace.recorder, modelrecord.Ops), whose
 records of the call (values only, lines in `file`) come back in "watched". Any request may carry "modes", the train()/eval() switches the prober made since its last request
 ([handle, train] pairs), applied in order before it ("mode" carries nothing else). Every answer says the seconds
@@ -147,6 +148,7 @@ class Server:
         self.handles: dict = {}         # n -> a module built
         self.graphs: dict = {}          # n -> (output tensors) kept for a backward
         self.failed: dict = {}          # module name -> the answer of its failed import
+        self.optims: dict = {}          # handle -> its Adam (step)
         self.next = 1
 
     # requests ----------------------------------------------------------------------------------------------
@@ -245,7 +247,7 @@ class Server:
         return m
 
     def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None, child=None,
-             seen=None, watch=None, file=None):
+             seen=None, watch=None, file=None, over=None, grad=True):
         import torch
         m = self._module(handle) if target is None else None
         if m is not None and child is not None:
@@ -258,7 +260,10 @@ class Server:
         rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
         path = os.path.realpath(os.path.join(self.root, file)) if isinstance(file, str) else ""
         ops = Ops(path if path.startswith(self.root + os.sep) else "", watch if isinstance(watch, list) else [])
-        with rec, ops:
+        if over in ("vmap", "loop") and len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].dim() >= 1:
+            fn = _over(fn, over, kwargs or {})      # each entry of the first axis alone (an unbatched module's)
+            kwargs = None
+        with rec, ops, torch.set_grad_enabled(grad is not False):
             out = fn(*args, **(kwargs or {}))
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         ans = {"value": out, "records": rec.records, "watched": ops.records,
@@ -270,6 +275,20 @@ class Server:
                 self.graphs.pop(next(iter(self.graphs)))
             ans["graph"] = n
         return ans
+
+    def step(self, handle, lr: float):
+        """One step of torch's Adam (foreach, `lr`) over the module's parameters, made at its first step; then its
+        gradients cleared (the prober's training probe: forward and backward by request, the update here)."""
+        import torch
+        m = self._module(handle)
+        key = handle.n if isinstance(handle, Handle) else handle
+        if key not in self.optims:
+            if not (isinstance(lr, float) and 0.0 < lr < 1.0):
+                raise ValueError("lr is not a learning rate")
+            self.optims[key] = torch.optim.Adam(m.parameters(), lr=lr, foreach=True)
+        self.optims[key].step()
+        self.optims[key].zero_grad()
+        return {}
 
     def backward(self, graph: int, grads: list):
         import torch
@@ -334,7 +353,7 @@ class Server:
         ops = {"load": self.load, "build": self.build, "call": self.call, "mode": self.mode,
                "state_dict": self.state_dict, "load_state_dict": self.load_state_dict,
                "parameters": self.parameters, "assign": self.assign, "backward": self.backward,
-               "modules": self.modules}
+               "modules": self.modules, "step": self.step}
         while True:
             try:
                 req = read(self.fd)
@@ -361,6 +380,19 @@ class Server:
             except WireError as e:
                 write(self.fd, {"id": rid, "error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
                                                      "file": None, "line": None}})
+
+
+def _over(fn, how: str, kwargs: dict):
+    """fn called on each entry of its one argument's first axis: with torch.func.vmap, or one by one (stacked);
+    a tuple's first tensor is the output, as a module returning (output, weights)."""
+    import torch
+
+    def one(x):
+        out = fn(x, **kwargs)
+        return out[0] if isinstance(out, (tuple, list)) and out else out
+    if how == "vmap":
+        return torch.func.vmap(one)
+    return lambda x: torch.stack([one(row) for row in x])
 
 
 def main(argv: list[str]) -> int:

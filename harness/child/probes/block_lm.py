@@ -38,10 +38,22 @@ class _LM(torch.nn.Module):
     def __init__(self, blocks, pe, fw):
         super().__init__()
         self.emb = torch.nn.Embedding(LM_VOCAB, LM_D)
-        self.blocks = torch.nn.ModuleList(blocks)
+        # blocks built in the model server (issue 45) are called there, over the batch, and updated there (step)
+        self.remote = [b for b in blocks if getattr(type(b), "__mtxdiag_remote__", False)]
+        self.blocks = torch.nn.ModuleList(blocks) if not self.remote else ()
         self.head = torch.nn.Linear(LM_D, LM_VOCAB)
         self.register_buffer("pe", pe)
         self.fw = fw
+
+    def train(self, mode: bool = True):
+        for b in self.remote:
+            b.train(mode)
+        return super().train(mode)
+
+    def step(self) -> None:
+        """The remote blocks' Adam step, there (the local parameters': the probe's optimizer)."""
+        for b in self.remote:
+            b.step(LM_LR)
 
     def one(self, tokens):                       # (T,) -> (T, vocab): the student's blocks are unbatched
         x = self.emb(tokens) + self.pe[:tokens.size(0)]
@@ -51,6 +63,11 @@ class _LM(torch.nn.Module):
         return self.head(x)
 
     def forward(self, tokens, batched=True):
+        if self.remote:
+            x = self.emb(tokens) + self.pe[:tokens.size(1)]
+            for b in self.remote:
+                x = b.over(x, batched, **({"causal": True} if self.fw else {}))
+            return self.head(x)
         if batched:
             return torch.func.vmap(self.one)(tokens)
         return torch.stack([self.one(t) for t in tokens])
@@ -85,6 +102,7 @@ def lm(ctx):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        model.step()
         return float(loss.detach())
 
     with ctx.student("a tiny causal language model built from TransformerBlock", seconds=ctx.budget(120)):

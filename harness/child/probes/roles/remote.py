@@ -19,6 +19,7 @@ import time
 import torch
 
 from ... import modelwire as wire
+from ..base import SEEDINGS
 from . import remote_ops
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
@@ -64,6 +65,7 @@ class Client:
         self.fd, self.lines, self.timeout_s = fd, dict(lines or {}), timeout_s
         self.lost: str | None = None
         self.seed = None
+        self.seedings = SEEDINGS[0]     # base.manual_seed's calls when the seed was last sent
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
         self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
@@ -93,8 +95,9 @@ class Client:
         if self.lost:
             raise ServerLost(f"the model server is gone: {self.lost}")
         seed = torch.initial_seed()
-        if seed != self.seed:
-            kw["seed"], self.seed = seed, seed
+        if seed != self.seed or self.code_rel is not None and SEEDINGS[0] != self.seedings:
+            kw["seed"], self.seed = seed, seed      # a one-file pack's: the same seed set again is sent again too
+        self.seedings = SEEDINGS[0]
         self.sent += 1
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         modes, self.modes = self.modes, []
@@ -212,6 +215,8 @@ def call(client: Client, args, kwargs, child: str | None = None, **req):
     recs = remote_ops.active(client)
     if recs:
         extra.update(watch=[remote_ops.config(r) for r in recs], file=client.code_rel)
+    if not torch.is_grad_enabled():
+        extra["grad"] = False       # as the probe runs: no graph kept there for a pass that cannot go back
     ans = client.request("call", args=tuple(args), kwargs=kwargs, record=kinds, **extra, **req)
     for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
         if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
@@ -313,6 +318,14 @@ class RemoteModule:
         """{submodule name: its first lone input of its output's shape} while run() calls this module."""
         return {r["name"]: r["value"] for r in records(self, run, ("inputs",))
                 if isinstance(r.get("name"), str) and isinstance(r.get("value"), torch.Tensor)}
+
+    def over(self, x, batched: bool, **kwargs):
+        """The module on each entry of x's first axis (an unbatched module on a batch): vmap there, or one by one."""
+        return call(self._client, (x,), kwargs, handle=self._h, method="__call__", over="vmap" if batched else "loop")
+
+    def step(self, lr: float) -> None:
+        """One Adam step (lr) of its parameters there, their gradients then cleared."""
+        self._client.request("step", handle=self._h, lr=float(lr))
 
     def call_child(self, name: str, *args, **kwargs):
         """The submodule `name` (dotted, as named_modules names it) called alone, as student code."""
