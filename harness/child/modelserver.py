@@ -8,7 +8,7 @@ prober (harness/child/probes/roles/remote.py) never imports it; both write and r
 
 Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
 backward, modules (each submodule's name, class and own parameters' shapes), step (torch's Adam over a module's
-parameters). A call may run over its argument's first axis ("over": vmap or a loop) and without gradients. A call may carry "watch": the
+parameters: its function, as torch.optim.Adam's step calls it). A call may run over its argument's first axis ("over": vmap or a loop) and without gradients. A call may carry "watch": the
 prober's recorder configurations (a one-file pack's intercept.watch and trace.recorder, modelrecord.Ops), whose
 records of the call (values only, lines in `file`) come back in "watched". Any request may carry "modes", the train()/eval() switches the prober made since its last request
 ([handle, train] pairs), applied in order before it ("mode" carries nothing else). Every answer says the seconds
@@ -148,7 +148,7 @@ class Server:
         self.handles: dict = {}         # n -> a module built
         self.graphs: dict = {}          # n -> (output tensors) kept for a backward
         self.failed: dict = {}          # module name -> the answer of its failed import
-        self.optims: dict = {}          # handle -> its Adam (step)
+        self.optims: dict = {}          # handle -> {parameter: its Adam state} (step)
         self.next = 1
 
     # requests ----------------------------------------------------------------------------------------------
@@ -277,17 +277,26 @@ class Server:
         return ans
 
     def step(self, handle, lr: float):
-        """One step of torch's Adam (foreach, `lr`) over the module's parameters, made at its first step; then its
-        gradients cleared (the prober's training probe: forward and backward by request, the update here)."""
+        """One step of torch's Adam (its function, foreach, `lr`, the defaults otherwise: what torch.optim.Adam's
+        step runs, without the torch._dynamo import its first step makes, 2-4 s) over the module's parameters that
+        have a gradient; then their gradients cleared (the prober's training probe: forward and backward by
+        request, the update here)."""
         import torch
-        m = self._module(handle)
-        key = handle.n if isinstance(handle, Handle) else handle
-        if key not in self.optims:
-            if not (isinstance(lr, float) and 0.0 < lr < 1.0):
-                raise ValueError("lr is not a learning rate")
-            self.optims[key] = torch.optim.Adam(m.parameters(), lr=lr, foreach=True)
-        self.optims[key].step()
-        self.optims[key].zero_grad()
+        from torch.optim.adam import adam
+        if not (isinstance(lr, float) and 0.0 < lr < 1.0):
+            raise ValueError("lr is not a learning rate")
+        state = self.optims.setdefault(handle.n if isinstance(handle, Handle) else handle, {})
+        params = [p for p in self._module(handle).parameters() if p.grad is not None]
+        for p in params:
+            if p not in state:
+                state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
+                            torch.zeros_like(p, memory_format=torch.preserve_format), torch.tensor(0.0))
+        with torch.no_grad():
+            adam(params, [p.grad for p in params], [state[p][0] for p in params], [state[p][1] for p in params], [],
+                 [state[p][2] for p in params], foreach=True, has_complex=any(p.is_complex() for p in params),
+                 amsgrad=False, beta1=0.9, beta2=0.999, lr=lr, weight_decay=0.0, eps=1e-8, maximize=False)
+        for p in params:
+            p.grad = None
         return {}
 
     def backward(self, graph: int, grads: list):
