@@ -90,6 +90,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
     # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
+    if (found := split.assignment_of_file(submission, assignment)) != assignment:    # a split pack's file, as auto
+        spec, assignment = replace(spec, assignment=found), found
     two = split.wanted(assignments.pack_of(assignment), submission)
     if worker is None and lim.warm and device == "cpu" and not two:
         from .isolation import warm

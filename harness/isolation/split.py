@@ -42,6 +42,23 @@ def wanted(pack, submission: Path) -> bool:
     return submission.is_dir() if pack.is_folder else pack.is_file and submission.suffix == ".py"
 
 
+def assignment_of_file(path: Path, asked: str) -> str:
+    """The assignment a file asked as `auto` is checked as, when the one its text defines (its top-level classes
+    and functions: assignments.detect, as the child detects it on the names it loaded) is a split pack's: the
+    child is then told it (it loads the file in the server for that pack's names); else `asked`."""
+    import ast
+    from .. import assignments
+    if asked != assignments.AUTO or path.suffix != ".py":
+        return asked
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
+        return asked
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = assignments.detect(names.__contains__)
+    return found if wanted(assignments.pack_of(found), path) else asked
+
+
 def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device: str, preexec, cold_run):
     """Start the model server and the prober: (a run handle, the result fd, stdout fd, stderr fd).
     preexec: the run's limits (runner._limits(...)); cold_run(proc, token, work, isolation): the prober's handle."""
