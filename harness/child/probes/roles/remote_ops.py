@@ -118,14 +118,11 @@ def _stand_in(name: str, module: str) -> type:
 
 
 def _torch_class(name: str, module: str):
-    """torch's own class of that name in that module (only under `torch.`), else None."""
-    if not module.startswith("torch.") or not name.isidentifier():
-        return None
-    import importlib
-    try:
-        cls = getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
+    """torch's own class of that name in that module (only under `torch.`, only a module imported here: the
+    server's word imports nothing), else None."""
+    import sys
+    mod = sys.modules.get(module) if module.startswith("torch.") and name.isidentifier() else None
+    cls = getattr(mod, name, None)
     return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
 
 
@@ -162,9 +159,6 @@ class RemoteSub:
 
     def named_modules(self):
         return iter((m._name[len(self._name) + 1:] if self._name else m._name, m) for m in self.modules())
-
-    def named_parameters(self):
-        return iter((k, None) for k in self._params)
 
 
 def submodules(module, rows, classes: dict) -> list:
