@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import api  # noqa: E402
+from harness import api, assignments  # noqa: E402
 from harness.isolation.split import SWITCH  # noqa: E402
 
 CORPUS = sorted((ROOT / "tests/fixtures/correct").glob("block_*.py")) + \
@@ -41,7 +41,7 @@ def key(r: dict) -> dict:
 def one(path: Path, split: bool, quick: bool) -> tuple[float, dict]:
     os.environ[SWITCH] = "trial" if split else "0"
     t = time.perf_counter()
-    r = api.check_file(path, assignment="block", quick=quick)
+    r = api.check_file(path, assignment=assignments.BLOCK.name, quick=quick)
     return time.perf_counter() - t, r
 
 
