@@ -90,7 +90,9 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
     # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
-    two = split.wanted(submission.is_dir() and assignments.folder_pack_of(assignment) is not None)
+    if (found := split.assignment_of_file(submission, assignment)) != assignment:    # a split pack's file, as auto
+        spec, assignment = replace(spec, assignment=found), found
+    two = split.wanted(assignments.pack_of(assignment), submission) and (device == "cpu" or submission.is_dir())
     if worker is None and lim.warm and device == "cpu" and not two:
         from .isolation import warm
         try:

@@ -1,7 +1,7 @@
 """The child process: load the student's file, run the probes, send plain data home.
 
-Untrusted code runs only here (a pack's folder: in the model server, child/pack_remote.py). What goes back to
-the parent is JSON on a private pipe, not stdout: a student's print() cannot reach it. Before any student code
+Untrusted code runs only here (a split pack's: in the model server, child/pack_remote.py, file_remote.py). What
+goes back to the parent is JSON on a private pipe, not stdout: a student's print() cannot reach it. Before any student code
 runs, the child
 
 * reads the run's key from stdin (then stdin is empty), moves the pipe to a random high descriptor that is
@@ -155,8 +155,7 @@ def _safe_str(x, n=500) -> str:
 
 def _type_name(x) -> str:
     try:
-        name = type.__dict__["__name__"].__get__(type(x))
-        return name if isinstance(name, str) else "Exception"
+        return name if isinstance(name := type.__dict__["__name__"].__get__(type(x)), str) else "Exception"
     except Exception:
         return "Exception"
 
@@ -168,10 +167,7 @@ _MEMORY_TEXT = ("can't allocate memory", "defaultcpuallocator", "out of memory",
 def _is_memory(exc) -> bool:
     if isinstance(exc, MemoryError):
         return True
-    if isinstance(exc, RuntimeError):
-        text = _safe_str(exc, 2000).lower()
-        return any(t in text for t in _MEMORY_TEXT)
-    return False
+    return isinstance(exc, RuntimeError) and any(t in _safe_str(exc, 2000).lower() for t in _MEMORY_TEXT)
 
 
 def main(argv=None):
@@ -250,9 +246,10 @@ def main(argv=None):
     seed_all(a.seed, "load")
     pack = assignments.folder_pack_of(a.assignment) if raw is None else None
     try:
-        if pack is not None and os.environ.get(SERVER_FD_VAR):     # the student's code in the model server
-            from .pack_remote import load
-            source, module = load(a.path, a.shown(), pack, lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]), result["timings"])
+        if os.environ.get(SERVER_FD_VAR):   # the student's code in the model server: a pack's folder, or file
+            from . import file_remote, pack_remote
+            source, module = (pack_remote if pack else file_remote).load(a.path, a.shown(), pack or assignments.pack_of(
+                a.assignment), lim.load_timeout_s, int(os.environ[SERVER_FD_VAR]), result["timings"])
         elif pack is not None:
             from . import pack_loader
             source, module = pack_loader.load(a.path, a.shown(), pack, lim.load_timeout_s)
@@ -355,7 +352,8 @@ def main(argv=None):
     todo = select(assignment, a.quick, lim.only_probes, lim.extra_probes, module)
     gate = child_side.parse_gate(lim.gate)      # a repair's re-check: stop once a check it needs fails
     # what runs in a 2nd process (shared: a re-check's queue both draw from, this one once its own are done)
-    beside, shared = child_side.plan(todo, a.side, child_side.parse_costs(lim.costs), gate)
+    beside, shared = child_side.plan(todo, a.side and not os.environ.get(SERVER_FD_VAR),   # split: one connection
+                                     child_side.parse_costs(lim.costs), gate)
     side = None                 # that process (child_side.py), once started
     made = {}                   # probe id -> its checks
 

@@ -7,7 +7,10 @@ prober (harness/child/probes/roles/remote.py) never imports it; both write and r
 (copied beside it: JSON with tensors as raw little-endian bytes, no pickle, every message checked by the reader).
 
 Requests (one answer each, in order): load, build, call, mode, state_dict, load_state_dict, parameters, assign,
-backward. Any request may carry "modes", the train()/eval() switches the prober made since its last request
+backward, modules (each submodule's name, class and own parameters' shapes), step (torch's Adam over a module's
+parameters: its function, as torch.optim.Adam's step calls it). A call may run over its argument's first axis ("over": vmap or a loop) and without gradients. A call may carry "watch": the
+prober's recorder configurations (a one-file pack's intercept.watch and trace.recorder, modelrecord.Ops), whose
+records of the call (values only, lines in `file`) come back in "watched". Any request may carry "modes", the train()/eval() switches the prober made since its last request
 ([handle, train] pairs), applied in order before it ("mode" carries nothing else). Every answer says the seconds
 the request took here ("took": the prober counts it for the benches only). A call may name a submodule
 of the handle's module (`child`, its dotted name) and ask for records of kinds: op records (softmax, dropout), the masks submodules are handed (mask), submodule outputs (module), each
@@ -28,11 +31,11 @@ import time
 import types
 
 try:
-    from .modelrecord import Recorder, _file
+    from .modelrecord import Ops, Recorder, _file
     from .modelwire import Handle, WireError, read, write      # imported as harness.child.modelserver (tests)
 except ImportError:                                             # run as a script, modelwire.py beside it
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    from modelrecord import Recorder, _file                     # type: ignore[no-redef]
+    from modelrecord import Ops, Recorder, _file                # type: ignore[no-redef]
     from modelwire import Handle, WireError, read, write       # type: ignore[no-redef]
 
 MAX_TEXT = 1000                 # characters of a message the server sends
@@ -144,6 +147,8 @@ class Server:
         self.classes: dict = {}         # component -> its class (a method's: the class holding it)
         self.handles: dict = {}         # n -> a module built
         self.graphs: dict = {}          # n -> (output tensors) kept for a backward
+        self.failed: dict = {}          # module name -> the answer of its failed import
+        self.optims: dict = {}          # handle -> {parameter: its Adam state} (step)
         self.next = 1
 
     # requests ----------------------------------------------------------------------------------------------
@@ -167,6 +172,8 @@ class Server:
     def _resolve(self, comp: str, target: str) -> dict:
         import inspect
         mod, _, qual = target.partition(":")
+        if mod in self.failed:          # its top level raised once: not run again for each target
+            return self.failed[mod]
         try:
             obj = importlib.import_module(mod)
         except ModuleNotFoundError as e:
@@ -176,8 +183,10 @@ class Server:
         except BaseException as e:
             f, line = innermost(e.__traceback__, self.root)
             where = f" ({f} line {line})" if f else ""
-            return {"ok": False, "why": f"absent: {mod} could not be imported{where}: {type(e).__name__}: "
-                                        f"{text_of(e, 300)}"}
+            self.failed[mod] = {"ok": False, "why": f"absent: {mod} could not be imported{where}: {type(e).__name__}: "
+                                                    f"{text_of(e, 300)}",
+                                "error": {"type": type(e).__name__, "message": text_of(e), "file": f, "line": line}}
+            return self.failed[mod]
         owner = None
         for part in qual.split("."):
             owner = obj if isinstance(obj, type) else owner
@@ -204,6 +213,12 @@ class Server:
             ans["names"] = [p.name for p in sig.parameters.values()][:64]      # *args and **kwargs too
         except (TypeError, ValueError):
             ans["params"], ans["varkw"] = [], True
+        fwd = getattr(obj, "forward", None) if isinstance(obj, type) else None
+        try:                            # a class's forward: [name, kind, has a default] per parameter, self first
+            ans["forward"] = [[p.name, int(p.kind), p.default is not p.empty]
+                              for p in inspect.signature(fwd).parameters.values()][:64] if fwd else None
+        except (TypeError, ValueError):
+            ans["forward"] = None
         return ans
 
     def _rel(self, path):
@@ -232,7 +247,7 @@ class Server:
         return m
 
     def call(self, handle=None, method="__call__", args=(), kwargs=None, record=(), target=None, child=None,
-             seen=None):
+             seen=None, watch=None, file=None, over=None, grad=True):
         import torch
         m = self._module(handle) if target is None else None
         if m is not None and child is not None:
@@ -243,10 +258,15 @@ class Server:
         fn = self.targets[target] if target is not None else (m if method == "__call__" else getattr(m, method))
         versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
         rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
-        with rec:
+        path = os.path.realpath(os.path.join(self.root, file)) if isinstance(file, str) else ""
+        ops = Ops(path if path.startswith(self.root + os.sep) else "", watch if isinstance(watch, list) else [])
+        if over in ("vmap", "loop") and len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].dim() >= 1:
+            fn = _over(fn, over, kwargs or {})      # each entry of the first axis alone (an unbatched module's)
+            kwargs = None
+        with rec, ops, torch.set_grad_enabled(grad is not False):
             out = fn(*args, **(kwargs or {}))
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
-        ans = {"value": out, "records": rec.records,
+        ans = {"value": out, "records": rec.records, "watched": ops.records,
                "mutated": [[i, t] for i, t, v in versions if t._version != v]}
         if any(t.requires_grad for t in outs):
             n, self.next = self.next, self.next + 1
@@ -255,6 +275,29 @@ class Server:
                 self.graphs.pop(next(iter(self.graphs)))
             ans["graph"] = n
         return ans
+
+    def step(self, handle, lr: float):
+        """One step of torch's Adam (its function, foreach, `lr`, the defaults otherwise: what torch.optim.Adam's
+        step runs, without the torch._dynamo import its first step makes, 2-4 s) over the module's parameters that
+        have a gradient; then their gradients cleared (the prober's training probe: forward and backward by
+        request, the update here)."""
+        import torch
+        from torch.optim.adam import adam
+        if not (isinstance(lr, float) and 0.0 < lr < 1.0):
+            raise ValueError("lr is not a learning rate")
+        state = self.optims.setdefault(handle.n if isinstance(handle, Handle) else handle, {})
+        params = [p for p in self._module(handle).parameters() if p.grad is not None]
+        for p in params:
+            if p not in state:
+                state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
+                            torch.zeros_like(p, memory_format=torch.preserve_format), torch.tensor(0.0))
+        with torch.no_grad():
+            adam(params, [p.grad for p in params], [state[p][0] for p in params], [state[p][1] for p in params], [],
+                 [state[p][2] for p in params], foreach=True, has_complex=any(p.is_complex() for p in params),
+                 amsgrad=False, beta1=0.9, beta2=0.999, lr=lr, weight_decay=0.0, eps=1e-8, maximize=False)
+        for p in params:
+            p.grad = None
+        return {}
 
     def backward(self, graph: int, grads: list):
         import torch
@@ -298,6 +341,17 @@ class Server:
             mine[k].data = v.to(mine[k].device)
         return {}
 
+    def modules(self, handle):
+        """Each submodule: [dotted name, its class's name, the class's module, whether the class is the student's,
+        [[parameter name, shape]] of its own parameters] (the prober classifies them; it never calls them so)."""
+        out = []
+        for name, sub in list(self._module(handle).named_modules())[:512]:
+            cls = type(sub)
+            own = [[k, list(p.shape)] for k, p in sub.named_parameters(recurse=False)][:64]
+            out.append([name[:MAX_TEXT], cls.__name__[:200], str(cls.__module__)[:200],
+                        self._rel(_file(cls)) is not None, own])
+        return {"modules": out}
+
     def parameters(self, handle):
         return {"params": [[k, p.detach(), p.grad, bool(p.requires_grad)]
                            for k, p in self._module(handle).named_parameters()]}
@@ -307,7 +361,8 @@ class Server:
         import torch
         ops = {"load": self.load, "build": self.build, "call": self.call, "mode": self.mode,
                "state_dict": self.state_dict, "load_state_dict": self.load_state_dict,
-               "parameters": self.parameters, "assign": self.assign, "backward": self.backward}
+               "parameters": self.parameters, "assign": self.assign, "backward": self.backward,
+               "modules": self.modules, "step": self.step}
         while True:
             try:
                 req = read(self.fd)
@@ -334,6 +389,19 @@ class Server:
             except WireError as e:
                 write(self.fd, {"id": rid, "error": {"type": "TypeError", "message": f"the answer cannot be sent: {e}",
                                                      "file": None, "line": None}})
+
+
+def _over(fn, how: str, kwargs: dict):
+    """fn called on each entry of its one argument's first axis: with torch.func.vmap, or one by one (stacked);
+    a tuple's first tensor is the output, as a module returning (output, weights)."""
+    import torch
+
+    def one(x):
+        out = fn(x, **kwargs)
+        return out[0] if isinstance(out, (tuple, list)) and out else out
+    if how == "vmap":
+        return torch.func.vmap(one)
+    return lambda x: torch.stack([one(row) for row in x])
 
 
 def main(argv: list[str]) -> int:

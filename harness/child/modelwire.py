@@ -15,7 +15,7 @@ import struct
 
 MAX_JSON = 4 << 20              # bytes of one message's JSON part
 MAX_RAW = 256 << 20             # bytes of one message's tensors
-MAX_TENSORS = 512
+MAX_TENSORS = 4096            # an op record of a forward pass (modelrecord.Ops) carries a few per op
 MAX_DIMS = 8
 DTYPES = ("float16", "bfloat16", "float32", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
 HEAD = struct.Struct(">IQ")

@@ -30,11 +30,35 @@ from .scratch import env as _env
 SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
 WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
 RECORD = SERVER.with_name("modelrecord.py")     # the server's recorder, imported from beside it too
-SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare)
+SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare);
+#                                      "trial": the packs declared Pack.split "trial" (block's one file) split too
 
 
-def wanted(is_pack_folder: bool) -> bool:
-    return is_pack_folder and os.environ.get(SWITCH, "1").strip() != "0"
+def wanted(pack, submission: Path) -> bool:
+    """Whether this submission runs split: its pack says so (Pack.runs_split under the switch) and it is what
+    the server loads (a folder pack's folder; a one-file pack's .py file: a notebook runs in one process)."""
+    if pack is None or not pack.runs_split(os.environ.get(SWITCH, "1").strip()):
+        return False
+    return submission.is_dir() if pack.is_folder else pack.is_file and submission.suffix == ".py"
+
+
+def assignment_of_file(path: Path, asked: str) -> str:
+    """The assignment a file asked as `auto` is checked as, when the one its text defines (its top-level classes
+    and functions: assignments.detect, as the child detects it on the names it loaded) is a split pack's: the
+    child is then told it (it loads the file in the server for that pack's names); else `asked`."""
+    import ast
+    from .. import assignments
+    switch = os.environ.get(SWITCH, "1").strip()
+    if asked != assignments.AUTO or path.suffix != ".py" or not any(
+            p.is_file and p.runs_split(switch) for p in assignments.PACKS.values()):
+        return asked                    # (no one-file pack splits: the file is not read here)
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
+        return asked
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = assignments.detect(names.__contains__)
+    return found if wanted(assignments.pack_of(found), path) else asked
 
 
 def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device: str, preexec, cold_run):
@@ -76,7 +100,11 @@ def start_server(work: Path, sock, lim, isolation: str, device: str, token: str,
     """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
     home = work / "server"
     home.mkdir()
-    shutil.copytree(work / "repo", home / "repo", symlinks=False)
+    if (work / "repo").is_dir():
+        shutil.copytree(work / "repo", home / "repo", symlinks=False)
+    else:                               # a one-file pack's file (runner: work/submission.py), as module `submission`
+        (home / "repo").mkdir()
+        shutil.copyfile(work / "submission.py", home / "repo" / "submission.py")
     shutil.copyfile(SERVER, home / "modelserver.py")
     shutil.copyfile(WIRE, home / "modelwire.py")
     shutil.copyfile(RECORD, home / "modelrecord.py")

@@ -207,6 +207,10 @@ class Pack:
     mutants: str = ""
     sections: str = ""
     submission: str = "folder"
+    # where its probes run (issue 45): "on" split (the student's code in a model server, the probes in a prober that
+    # never runs it), "off" in the student's own process, "trial" split only when MTXDIAG_PACK_SPLIT=trial (while
+    # the split path is compared with the old one); "" the kind's default: a folder pack "on", the others "off"
+    split: str = ""
 
     @property
     def name(self) -> str:
@@ -226,6 +230,12 @@ class Pack:
     def is_repository(self) -> bool:
         """A repository pack (`submission` "repository"): checked through the course's adapters."""
         return self.submission == "repository"
+
+    def runs_split(self, switch: str = "1") -> bool:
+        """Whether its probes run split under the switch's value (isolation/split.SWITCH: "0" none, "1" the packs
+        declared "on", "trial" those declared "trial" too)."""
+        mode = self.split or ("on" if self.is_folder else "off")
+        return switch != "0" and (mode == "on" or mode == "trial" and switch == "trial")
 
     def binding(self, component: str) -> Binding | None:
         return next((b for b in self.bindings if b.component == component), None)

@@ -154,7 +154,7 @@ def test_torchs_module_api_the_proxy_lacks_is_the_probes_limit_not_the_students_
     _serve(b, [lambda r: {"handle": 1}])
     m = cls()
     with pytest.raises(AttributeError, match="does not offer"):
-        m.modules()
+        m.register_forward_hook(print)              # (its submodules it reads from the server: remote_ops)
     assert callable(m.sample)                   # the student's own methods are requests
 
 
@@ -170,3 +170,52 @@ def test_the_round_trips_are_counted_and_the_servers_own_seconds_only_when_a_bou
     assert timings["server.call"] == 3 and timings["server.build"] == 1
     assert timings["server.call_work_s"] == 0.25 and "server.build_work_s" not in timings
     assert 0 < timings["server.call_s"] < 5 and 0 < timings["server.build_s"] < 5
+
+
+def test_a_recorder_active_in_the_prober_is_served_there_and_its_forged_records_only_misplace_a_line():
+    """A one-file pack's recorder (intercept.watch) goes with the call as its options; what comes back becomes its
+    Ops only where each frame's line lies in the student's file and the values are tensors or plain values."""
+    from harness.child.intercept import watch
+    a, b = _pair()
+    client = remote.Client(a.fileno(), {"submission.py": 40}, timeout_s=5)
+    client.code_path, client.code_rel = "/run/submission.py", "submission.py"
+    w = torch.softmax(torch.randn(2, 3, 3), -1)
+    sent: dict = {}
+
+    def answer(req):
+        sent.update(req)
+        return {"value": torch.zeros(3, 4), "watched": [[
+            {"op": "softmax", "stack": [[12, 1, 10]], "args": [w, -1], "kwargs": {"dim": -1}, "out": w},
+            {"op": "softmax", "stack": [[10 ** 6, 1, 1]], "out": w},                 # past the file's end: dropped
+            {"op": "softmax", "stack": "line 3", "out": w},                          # not a stack: dropped
+            {"op": "x" * 500, "stack": [[5, 1, 1]]},                                 # not a name: dropped
+            {"op": "masked_fill", "stack": [[7, 2, 7]], "args": [object.__name__, {"$weird": 1}]}]]}
+    _serve(b, [answer])
+    fn = remote.RemoteCallable(client, "positional_encoding", "submission.py")
+    rec = watch("/run/submission.py")
+    with rec:
+        out = fn(3, 4)
+    assert torch.equal(out, torch.zeros(3, 4))
+    cfg = sent["watch"][0]
+    assert sent["file"] == "submission.py" and ["torch.softmax", "softmax"] in cfg["ops"] and cfg["inputs"] == "given"
+    assert [(op.name, op.line) for op in rec.ops] == [("softmax", 12), ("masked_fill", 7)]
+    assert torch.equal(rec.ops[0].out, w) and rec.ops[0].args[1] == -1 and rec.ops[0].stack[0].file == "/run/submission.py"
+    assert rec.ops[1].args == ("object", None)                 # what is not a tensor or a plain value: None
+
+
+def test_the_server_says_a_submodule_tree_the_prober_reads_by_class_never_by_its_word_alone():
+    from harness.child.probes.roles import remote_ops
+    cls = type("TransformerBlock", (), {})
+    rows = [["", "TransformerBlock", "submission", True, []],
+            ["attn", "MultiHeadAttention", "submission", True, []],
+            ["attn.qkv", "Linear", "torch.nn.modules.linear", False, [["weight", [48, 16]], ["bias", [48]]]],
+            ["ln", "LayerNorm", "torch.nn.modules.normalization", False, [["weight", [16]]]],
+            ["evil", "Linear", "os", False, []],                              # not torch's: no torch class
+            ["orphan.child", "Linear", "torch.nn.modules.linear", False, []],  # no parent: dropped
+            "not a row"]
+    subs = dict(remote_ops.submodules(object(), rows, {"TransformerBlock": cls}))
+    assert list(subs) == ["", "attn", "attn.qkv", "ln", "evil"]
+    assert isinstance(subs["attn.qkv"], torch.nn.Linear) and isinstance(subs["ln"], torch.nn.LayerNorm)
+    assert not isinstance(subs["evil"], torch.nn.Module) and type(subs["evil"]).__name__ == "Linear"
+    assert isinstance(subs[""], cls) and [n for n, _ in subs[""].named_children()] == ["attn", "ln", "evil"]
+    assert subs["attn.qkv"]._params == {"weight": (48, 16), "bias": (48,)}

@@ -57,10 +57,16 @@ def manual_seed(seed: int) -> None:
 
     Without CUDA, torch.manual_seed still queues a lazy CUDA seeding and formats the caller's stack for it
     (~0.3 ms a call, ~100 calls and ~2% of a quick check)."""
+    SEEDINGS[0] += 1
     if torch.cuda.is_available():
         torch.manual_seed(seed)
     else:
         torch.default_generator.manual_seed(int(seed))
+
+
+# manual_seed's calls, so that a model server's generator is seeded again with the same seed (roles/remote.py): an
+# array, not a list, as the guard puts the grader's lists back as they were when it started (capture.py)
+SEEDINGS = __import__("array").array("q", [0])
 
 
 def seed_all(seed: int, label: str) -> None:
@@ -125,9 +131,12 @@ class Context:
         except (Skip, StudentError):
             raise
         except BaseException as e:  # SystemExit and KeyboardInterrupt from student code too
+            line = student_line(e.__traceback__, self.source.code_path)
+            if line is None and type(getattr(e, "line", None)) is int and hasattr(e, "file"):
+                line = e.line           # raised in the model server (remote.RemoteFailure): its line, checked there
             if isinstance(e, ProbeTimeout):
-                raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where)
-            raise StudentError(e, student_line(e.__traceback__, self.source.code_path), where) from e
+                raise StudentError(e, line, where)
+            raise StudentError(e, line, where) from e
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)

@@ -38,10 +38,22 @@ class _LM(torch.nn.Module):
     def __init__(self, blocks, pe, fw):
         super().__init__()
         self.emb = torch.nn.Embedding(LM_VOCAB, LM_D)
-        self.blocks = torch.nn.ModuleList(blocks)
+        # blocks built in the model server (issue 45) are called there, over the batch, and updated there (step)
+        self.remote = [b for b in blocks if getattr(type(b), "__mtxdiag_remote__", False)]
+        self.blocks = torch.nn.ModuleList(blocks) if not self.remote else ()
         self.head = torch.nn.Linear(LM_D, LM_VOCAB)
         self.register_buffer("pe", pe)
         self.fw = fw
+
+    def train(self, mode: bool = True):
+        for b in self.remote:
+            b.train(mode)
+        return super().train(mode)
+
+    def step(self) -> None:
+        """The remote blocks' Adam step, there (the local parameters': the probe's optimizer)."""
+        for b in self.remote:
+            b.step(LM_LR)
 
     def one(self, tokens):                       # (T,) -> (T, vocab): the student's blocks are unbatched
         x = self.emb(tokens) + self.pe[:tokens.size(0)]
@@ -51,9 +63,38 @@ class _LM(torch.nn.Module):
         return self.head(x)
 
     def forward(self, tokens, batched=True):
+        if self.remote:
+            x = self.emb(tokens) + self.pe[:tokens.size(1)]
+            for b in self.remote:
+                x = b.over(x, batched, **({"causal": True} if self.fw else {}))
+            return self.head(x)
         if batched:
             return torch.func.vmap(self.one)(tokens)
         return torch.stack([self.one(t) for t in tokens])
+
+
+class _Adam:
+    """torch.optim.Adam(params, lr, foreach=True) as its step computes it (torch's own adam function), without
+    the torch._dynamo import its first step makes (2-4 s): a prober that runs no student code never imports it."""
+
+    def __init__(self, params, lr: float):
+        self.params, self.lr, self.state = list(params), lr, {}
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        from torch.optim.adam import adam
+        ps = [p for p in self.params if p.grad is not None]
+        for p in ps:
+            if p not in self.state:
+                self.state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
+                                 torch.zeros_like(p, memory_format=torch.preserve_format), torch.tensor(0.0))
+        adam(ps, [p.grad for p in ps], [self.state[p][0] for p in ps], [self.state[p][1] for p in ps], [],
+             [self.state[p][2] for p in ps], foreach=True, has_complex=any(p.is_complex() for p in ps),
+             amsgrad=False, beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8, maximize=False)
 
 
 def lm(ctx):
@@ -73,7 +114,8 @@ def lm(ctx):
               for i in range(LM_LAYERS)]
     manual_seed(ctx.seed)
     model = _LM(blocks, pe.to(ctx.device), form == "forward").to(ctx.device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=LM_LR, foreach=True)   # one batched update for all parameters
+    opt = torch.optim.Adam(model.parameters(), lr=LM_LR, foreach=True) if not model.remote else \
+        _Adam(model.parameters(), LM_LR)   # one batched update for all parameters (split: the blocks' there)
     g = torch.Generator().manual_seed(ctx.seed * 1000 + 77)
     losses, batched = [], True
     t0 = time.perf_counter()
@@ -85,6 +127,7 @@ def lm(ctx):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        model.step()
         return float(loss.detach())
 
     with ctx.student("a tiny causal language model built from TransformerBlock", seconds=ctx.budget(120)):

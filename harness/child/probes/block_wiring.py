@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 from . import heads_layout, randomness
 from .base import Skip, check, rnd
-from .block import calls_to, forward_statements, inputs, make_block, make_mha, output_tensor, run_block
+from .block import (calls_to, forward_statements, inputs, make_block, make_mha, output_tensor, run_block,
+                    zero_linears)
 
 
 # ---------------------------------------------------------------------------
@@ -83,13 +84,7 @@ def residual(ctx):
     T, d = 6, 16
     block = make_block(ctx, d, 2, 32)
     with torch.no_grad():
-        n_lin = 0
-        for mod in block.modules():
-            if isinstance(mod, torch.nn.Linear):
-                n_lin += 1
-                mod.weight.zero_()
-                if mod.bias is not None:
-                    mod.bias.zero_()
+        n_lin = zero_linears(block)
         if not n_lin:
             raise Skip("the block has no nn.Linear layers to zero")
         x1, x2 = inputs(ctx, T, d, offset=5), inputs(ctx, T, d, offset=6)

@@ -19,9 +19,11 @@ import time
 import torch
 
 from ... import modelwire as wire
+from ..base import SEEDINGS
+from . import remote_ops
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
-KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen")
+KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen", "inputs")
 MAX_NAME = 200                  # characters of a submodule name the server reports
 MAX_MODES = 64                  # train()/eval() switches held for the next request (Client.modes)
 
@@ -63,6 +65,7 @@ class Client:
         self.fd, self.lines, self.timeout_s = fd, dict(lines or {}), timeout_s
         self.lost: str | None = None
         self.seed = None
+        self.seedings = SEEDINGS[0]     # base.manual_seed's calls when the seed was last sent
         self.recording: list = []       # [(kinds, records)] while observe.* watches a call
         self.seen = None                # the tensor a "seen" recording asks the server to look for
         self.sent = 0                   # the last request's id: the server echoes it (an alarm may cut a wait)
@@ -73,6 +76,11 @@ class Client:
         # train()/eval() of built modules, [handle, train], sent with the next request and applied in order before
         # it (a probe's mode switch needs no answer of its own: one round trip fewer each, issue 45's cost)
         self.modes: list = []
+        # a one-file pack's (child/file_remote.py): the student's file as the prober's recorders name it, as the
+        # server names it, and the student's classes by name (remote_ops: recorders and submodules over the wire)
+        self.code_path: str | None = None
+        self.code_rel: str | None = None
+        self.classes: dict = {}
 
     def request(self, op: str, timeout_s: float | None = None, **kw) -> dict:
         t0 = time.perf_counter()
@@ -87,8 +95,9 @@ class Client:
         if self.lost:
             raise ServerLost(f"the model server is gone: {self.lost}")
         seed = torch.initial_seed()
-        if seed != self.seed:
-            kw["seed"], self.seed = seed, seed
+        if seed != self.seed or self.code_rel is not None and SEEDINGS[0] != self.seedings:
+            kw["seed"], self.seed = seed, seed      # a one-file pack's: the same seed set again is sent again too
+        self.seedings = SEEDINGS[0]
         self.sent += 1
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         modes, self.modes = self.modes, []
@@ -150,8 +159,10 @@ class RemoteMeta(type):
         return RemoteModule(cls._client, h, cls)
 
 
-def remote_class(client: Client, component: str, info: dict, shown: str | None) -> type:
-    """The class standing for the student's class `info["owner"]` (its name, signature, file) in the server."""
+def remote_class(client: Client, component: str, info: dict, shown: str | None, methods: bool = False) -> type:
+    """The class standing for the student's class `info["owner"]` (its name, signature, file) in the server;
+    `methods`: with `__init__` and `forward` carrying the student's signatures (a one-file pack's probes read them
+    on the class)."""
     params = [p for p in info.get("params") or () if isinstance(p, str) and p.isidentifier()]
     ps = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for p in params]
     if info.get("varkw") or not info.get("params"):
@@ -160,11 +171,79 @@ def remote_class(client: Client, component: str, info: dict, shown: str | None) 
     names = info.get("names")
     names = tuple(p for p in names if isinstance(p, str) and p.isidentifier() and len(p) <= 100) \
         if isinstance(names, list) and len(names) <= 64 else None
-    return RemoteMeta(name, (), {"_client": client, "_component": component, "__mtxdiag_file__": shown,
-                                 "__mtxdiag_params__": names,
-                                 "_rel": info.get("file") if isinstance(info.get("file"), str) else None,
-                                 "__signature__": inspect.Signature(ps), "__qualname__": name,
-                                 "__module__": "submission"})
+    ns = {"_client": client, "_component": component, "__mtxdiag_file__": shown, "__mtxdiag_params__": names,
+          "_rel": info.get("file") if isinstance(info.get("file"), str) else None,
+          "__signature__": inspect.Signature(ps), "__qualname__": name, "__module__": "submission"}
+    if methods:
+        self_ = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ns["__init__"] = _stand_in_method("__init__", inspect.Signature([self_] + ps))
+        fwd = info.get("forward")
+        if isinstance(fwd, list) and len(fwd) <= 64:
+            ns["forward"] = _stand_in_method("forward", _signature(fwd))
+    return RemoteMeta(name, (), ns)
+
+
+def _stand_in_method(name: str, sig):
+    """A method of a RemoteClass that only carries the student's signature (the server runs the real one)."""
+    def method(*args, **kwargs):
+        raise TypeError(f"{name} runs in the model server")
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = sig
+    return method
+
+
+def _signature(rows: list):
+    """[name, kind, has a default] per parameter (Server._resolve) as a Signature; None when malformed."""
+    ps = []
+    for r in rows:
+        if not (isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and r[0].isidentifier()
+                and type(r[1]) is int and 0 <= r[1] <= 4):
+            return None
+        ps.append(inspect.Parameter(r[0], inspect._ParameterKind(r[1]),
+                                    default=None if r[2] is True else inspect.Parameter.empty))
+    return inspect.Signature(ps, __validate_parameters__=False)
+
+
+def call(client: Client, args, kwargs, child: str | None = None, **req):
+    """One call in the server (a built module's method, or a function target: req["target"]), with the records the
+    probe watches (observe.*'s kinds; the recorders active here: remote_ops), the arguments it changed in place
+    copied back, a graph kept there made a local autograd node."""
+    kinds = sorted({k for ks, _ in client.recording for k in ks})
+    extra = {"child": child} if child is not None else {}
+    if "seen" in kinds and isinstance(client.seen, torch.Tensor):
+        extra["seen"] = client.seen
+    recs = remote_ops.active(client)
+    if recs:
+        extra.update(watch=[remote_ops.config(r) for r in recs], file=client.code_rel)
+    if not torch.is_grad_enabled():
+        extra["grad"] = False       # as the probe runs: no graph kept there for a pass that cannot go back
+    ans = client.request("call", args=tuple(args), kwargs=kwargs, record=kinds, **extra, **req)
+    for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
+        if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
+                isinstance(t, torch.Tensor) and t.shape == args[i].shape:
+            with torch.no_grad():
+                args[i].copy_(t)
+    got = [r for r in ans.get("records") or () if isinstance(r, dict) and r.get("op") in KINDS and _valid(r)]
+    for ks, out in client.recording:
+        out.extend(r for r in got if r["op"] in ks or (r["op"] == "sdpa" and "dropout" in ks))
+    if recs:
+        remote_ops.merge(client, recs, ans.get("watched"))
+    value = ans.get("value")
+    graph = ans.get("graph")
+    if type(graph) is int:
+        value = _with_graph(client, graph, value)
+    return value
+
+
+class RemoteCallable:
+    """A function target (a one-file pack's `positional_encoding`): called in the server by its component."""
+
+    def __init__(self, client: Client, component: str, shown: str | None):
+        self._client, self._component, self.__mtxdiag_file__ = client, component, shown
+        self.__name__ = self.__qualname__ = component
+
+    def __call__(self, *args, **kwargs):
+        return call(self._client, args, kwargs, target=self._component)
 
 
 class RemoteFunction:
@@ -191,10 +270,12 @@ class _Remote(torch.autograd.Function):
 
 class RemoteModule:
     """A module built in the server: called and read by request."""
+    __mtxdiag_remote__ = True       # what a probe outside roles/ asks (probes/block.py, structure.py)
 
     def __init__(self, client: Client, handle: int, cls: type):
         self._client, self._h, self._cls = client, handle, cls
         self.training = True
+        self._tree: list | None = None      # its submodules (remote_ops.submodules), described once
 
     @property
     def __class__(self):            # type(m) stays RemoteModule; isinstance(m, cls) and file lookups see cls
@@ -214,25 +295,37 @@ class RemoteModule:
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
     def _call(self, method: str, args, kwargs, child: str | None = None):
-        kinds = sorted({k for ks, _ in self._client.recording for k in ks})
-        extra = {"child": child} if child is not None else {}
-        if "seen" in kinds and isinstance(self._client.seen, torch.Tensor):
-            extra["seen"] = self._client.seen
-        ans = self._client.request("call", handle=self._h, method=method, args=tuple(args), kwargs=kwargs,
-                                   record=kinds, **extra)
-        for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
-            if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
-                    isinstance(t, torch.Tensor) and t.shape == args[i].shape:
-                with torch.no_grad():
-                    args[i].copy_(t)
-        recs = [r for r in ans.get("records") or () if isinstance(r, dict) and r.get("op") in KINDS and _valid(r)]
-        for ks, out in self._client.recording:
-            out.extend(r for r in recs if r["op"] in ks or (r["op"] == "sdpa" and "dropout" in ks))
-        value = ans.get("value")
-        graph = ans.get("graph")
-        if type(graph) is int:
-            value = _with_graph(self._client, graph, value)
-        return value
+        return call(self._client, args, kwargs, handle=self._h, method=method, child=child)
+
+    def named_modules(self):
+        if self._tree is None:
+            ans = self._client.request("modules", handle=self._h)
+            self._tree = remote_ops.submodules(self, ans.get("modules"), self._client.classes)
+        return iter([("", self)] + [(n, s) for n, s in self._tree if n])
+
+    def modules(self):
+        return iter(m for _, m in self.named_modules())
+
+    def named_children(self):
+        self.named_modules()
+        root = next((s for n, s in self._tree or () if n == ""), None)
+        return root.named_children() if root is not None else iter(())
+
+    def children(self):
+        return iter(m for _, m in self.named_children())
+
+    def first_inputs(self, run) -> dict:
+        """{submodule name: its first lone input of its output's shape} while run() calls this module."""
+        return {r["name"]: r["value"] for r in records(self, run, ("inputs",))
+                if isinstance(r.get("name"), str) and isinstance(r.get("value"), torch.Tensor)}
+
+    def over(self, x, batched: bool, **kwargs):
+        """The module on each entry of x's first axis (an unbatched module on a batch): vmap there, or one by one."""
+        return call(self._client, (x,), kwargs, handle=self._h, method="__call__", over="vmap" if batched else "loop")
+
+    def step(self, lr: float) -> None:
+        """One Adam step (lr) of its parameters there, their gradients then cleared."""
+        self._client.request("step", handle=self._h, lr=float(lr))
 
     def call_child(self, name: str, *args, **kwargs):
         """The submodule `name` (dotted, as named_modules names it) called alone, as student code."""
