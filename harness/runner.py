@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .readable import cut
 from . import assignments, paths
-from .isolation import held, sandbox, split
+from .isolation import held, sandbox, split, warm_split
 from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
@@ -89,9 +89,10 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         early.cancel()          # started for another run: this one starts as usual
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
-    # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
+    # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); warm, both
+    # forked by the slot's two workers (isolation/warm_split.py)
     two = split.wanted(submission.is_dir() and assignments.folder_pack_of(assignment) is not None)
-    if worker is None and lim.warm and device == "cpu" and not two:
+    if worker is None and lim.warm and device == "cpu" and (not two or warm_split.wanted()):
         from .isolation import warm
         try:
             worker = (acquire or warm.acquire)(isolation, lim.threads)
@@ -122,8 +123,11 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         args = spec.for_child(str(work / name), isolation).to_argv()
         if worker is not None:
             try:
-                run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
-                    warm.launch_run(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))[:4]
+                if two:
+                    run, r, out_fd, err_fd = warm_split.launch(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))
+                else:
+                    run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
+                        warm.launch_run(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))[:4]
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 stopped, worker = worker.stopped, None
@@ -146,7 +150,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         stack = ""
         guard.adopt(run.members())   # a warm fork joins the run's cgroup (a cold child joined before exec)
         # memory where no cgroup charges it, and disk always (the folder the run can write, files held unlinked)
-        watch = guard.watch(run.watched, worker.slot if worker is not None else work)
+        watch = guard.watch(run.watched, work if worker is None else [worker.slot] + (
+            [worker.server.home] if two and worker.server is not None else []))
         finished = guard.settle(run.wait(t0 + lim.timeout_s, watch), watch)
         if finished in ("memory", "disk"):
             run.end()    # a warm worker's fork ended alone: the worker, cleaned up, takes the next run
