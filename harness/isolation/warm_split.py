@@ -198,12 +198,14 @@ def server_worker(worker: warm.Worker) -> ServerWorker:
 def launch(worker: warm.Worker, args: list[str], work: Path, nonce: str, limits: dict):
     """A split run in a warm slot: (handle, result fd, stdout fd, stderr fd); raises warm.WarmError (the run then
     goes cold)."""
-    srv = server_worker(worker)
     mine, theirs = socket.socketpair()
     srv_r, srv_w = os.pipe()
     server = None
     try:
-        server = srv.launch_server(work / "repo", theirs, srv_w, limits)
+        try:
+            server = server_worker(worker).launch_server(work / "repo", theirs, srv_w, limits)
+        except warm.WarmError:          # it died since its last run (and is retired now): a fresh one, once
+            server = server_worker(worker).launch_server(work / "repo", theirs, srv_w, limits)
         run, r, out_r, err_r, _ = warm.launch_run(worker, args, work, nonce, limits, server_fd=mine.fileno())
     except BaseException:
         os.close(srv_r)
