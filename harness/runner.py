@@ -95,7 +95,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
     if worker is None and lim.warm and device == "cpu" and (not two or warm_split.wanted()):
         from .isolation import warm
         try:
-            worker = (acquire or warm.acquire)(isolation, lim.threads)
+            worker = acquire(isolation, lim.threads) if acquire else \
+                warm.acquire(isolation, lim.threads, beside=warm_split.beside if two else None)
         except warm.Stopped:
             return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                 seconds=time.monotonic() - t0, isolation=isolation)

@@ -45,8 +45,10 @@ class Stopped(Exception):
     """close_all() retired the worker while it started or ran: the batch is stopping, run nothing more."""
 
 
-def acquire(isolation: str, threads: int) -> "Worker | None":
-    """An idle worker for these settings, or a new one; None when none can start here."""
+def acquire(isolation: str, threads: int, beside=None) -> "Worker | None":
+    """An idle worker for these settings, or a new one; None when none can start here. beside(worker): called
+    before a new worker starts, may return what to call once it has (warm_split.beside: the slot's model-server
+    worker, started at the same time)."""
     key = (isolation, threads)
     with _lock:
         pool = _idle.setdefault(key, [])
@@ -59,7 +61,10 @@ def acquire(isolation: str, threads: int) -> "Worker | None":
             found = pool.pop() if pool else None
     w = Worker(isolation, threads)
     try:
+        after = beside(w) if beside is not None else None
         w.start()
+        if after is not None:
+            after()
     except WarmError:
         w.retire()
         if w.stopped:

@@ -43,6 +43,11 @@ class ServerWorker(warm.Worker):
     """The slot's model-server worker: `bin/` (its scripts) and `home/` (the run's server folder) in its folder."""
 
     def start(self) -> None:
+        self.spawn()
+        self.ready()
+
+    def spawn(self) -> None:
+        """Start the worker's process (ready() awaits its imports)."""
         self.bin, self.home = self.slot / "bin", self.slot / "home"
         self.bin.mkdir()
         self.home.mkdir()
@@ -76,6 +81,8 @@ class ServerWorker(warm.Worker):
         finally:
             theirs.close()
         self.sock = ours
+
+    def ready(self) -> None:
         msg = self._recv(time.monotonic() + warm.START_TIMEOUT_S)
         if not msg or CTL_READY not in msg:
             raise warm.WarmError(f"the model-server worker did not start: {msg}")
@@ -176,6 +183,26 @@ class WarmSplitRun(split.SplitRun):
     @property
     def poisoned(self) -> list[str]:
         return list(self.prober.poisoned) + [f"the model server's worker: {p}" for p in self.server.poisoned]
+
+
+def beside(worker: warm.Worker):
+    """warm.acquire's hook for a split run: the slot's model-server worker starts while its prober's worker does;
+    returns what awaits it (one that fails is retired: launch starts a fresh one)."""
+    worker.server = srv = ServerWorker(worker.isolation, worker.threads)
+
+    def after():
+        try:
+            srv.ready()
+        except warm.WarmError:
+            srv.retire()
+            worker.server = None
+    try:
+        srv.spawn()
+    except warm.WarmError:
+        srv.retire()
+        worker.server = None
+        return None
+    return after
 
 
 def server_worker(worker: warm.Worker) -> ServerWorker:
