@@ -8,7 +8,8 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
 * becomes the subreaper of everything below it and non-dumpable (no process of the sandbox can read or
   write its memory or descriptors);
 * per request on its control socket (a JSON message and four descriptors: the key pipe, stdout, stderr,
-  the result pipe), forks; the fork closes the socket, starts its own session, enters a user, an IPC and a
+  the result pipe; a pack's split run's prober a fifth, its end of the model server's socket, which the fork
+  takes at protocol.SERVER_FD: isolation/warm_split.py), forks; the fork closes the socket, starts its own session, enters a user, an IPC and a
   mount namespace of its own with no capability in them (confine.private_namespaces), where /tmp, /var/tmp
   and /dev/shm are new empty size-capped tmpfs that die with the run, takes the descriptors as
   0, 1, 2 and 3, sets every limit to the worker's recorded one and then the run's own (address space, CPU
@@ -22,7 +23,8 @@ sandbox and limits as a cold child (runner.py), in the slot's own folder, and do
   so the next submission gets a fresh one. The grading process checks that no process of the run is left
   and empties the slot's folder before the next request.
 
-Student code never runs in this process: it runs only in the forks, each of which starts from the state
+What it does around each fork is isolation/forkcare.py, which the model server's warm worker (modelzygote.py)
+runs too. Student code never runs in this process: it runs only in the forks, each of which starts from the state
 this process had before the first submission.
 """
 from __future__ import annotations
