@@ -27,7 +27,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 # protocol.CTL, FORK's descriptor numbers (stdin, stdout, stderr, protocol.SERVER_FD): this script imports nothing
 # of the grader, so the values are written here (tests/unit/test_model_zygote.py compares them with protocol's)
-CTL = {"ready": "ready", "started": "started", "exit": "exit", "poisoned": "poisoned", "error": "error"}
+CTL = ("ready", "started", "exit", "poisoned", "error")
 SOCKET_FD = 4
 SCRATCH_MB = {"/tmp": 256, "/var/tmp": 64, "/dev/shm": 256}     # the sandbox's (sandbox.SCRATCH_MB), by argv
 

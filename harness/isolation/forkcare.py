@@ -274,11 +274,13 @@ def prepare(private: bool) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def serve(control: socket.socket, nfds: int, fork, base: dict, changes, private: bool, slot: str, ctl: dict,
+def serve(control: socket.socket, nfds: int, fork, base: dict, changes, private: bool, slot: str, ctl: tuple,
           optional: int = 0) -> int:
-    """The worker's loop (see the module's text). ctl: the answers' keys (protocol.CTL_*: ready, started, exit,
-    poisoned, error); optional: how many of the `nfds` descriptors a request may leave out (the last ones)."""
-    control.send(json.dumps({ctl["ready"]: os.getpid()}).encode())
+    """The worker's loop (see the module's text). ctl: the answers' keys (protocol.CTL: ready, started, exit,
+    poisoned, error, in that order); optional: how many of the `nfds` descriptors a request may leave out (the
+    last ones)."""
+    ready, started, exited, poisoned, error = ctl
+    control.send(json.dumps({ready: os.getpid()}).encode())
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(control, 65536, nfds)
@@ -293,7 +295,7 @@ def serve(control: socket.socket, nfds: int, fork, base: dict, changes, private:
         if not isinstance(req, dict) or not nfds - optional <= len(fds) <= nfds:
             for fd in fds:
                 os.close(fd)
-            control.send(json.dumps({ctl["error"]: f"a request is a JSON object and {nfds} descriptors"}).encode())
+            control.send(json.dumps({error: f"a request is a JSON object and {nfds} descriptors"}).encode())
             continue
         pid = os.fork()
         if pid == 0:
@@ -304,7 +306,7 @@ def serve(control: socket.socket, nfds: int, fork, base: dict, changes, private:
             os._exit(1)
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps({ctl["started"]: pid}).encode())
+        control.send(json.dumps({started: pid}).encode())
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
@@ -312,8 +314,8 @@ def serve(control: socket.socket, nfds: int, fork, base: dict, changes, private:
             except InterruptedError:
                 continue
         changed = clean_up(private, slot) + changes(base)
-        done = {ctl["exit"]: os.waitstatus_to_exitcode(status)}
+        done = {exited: os.waitstatus_to_exitcode(status)}
         if changed:                   # the run changed this worker: report it against that run, and retire
-            control.send(json.dumps(dict(done, **{ctl["poisoned"]: changed[:20]})).encode())
+            control.send(json.dumps(dict(done, **{poisoned: changed[:20]})).encode())
             return 0
         control.send(json.dumps(done).encode())
