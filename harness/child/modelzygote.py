@@ -43,7 +43,7 @@ def _fork_run(req: dict, fds: list[int], control: socket.socket, base: dict, pri
         os.setsid()
         if private:
             confine.private_namespaces(forkcare.fresh_places(scratch))
-            confine.protect(confine.tids_of(os.getppid()) + [1])
+        confine.protect(confine.tids_of(os.getppid()) + [1])        # this worker and pid 1 out of the run's reach
         null = os.open(os.devnull, os.O_RDONLY)
         forkcare.place([null, fds[1], fds[1], fds[0]], (0, 1, 2, SOCKET_FD))
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)

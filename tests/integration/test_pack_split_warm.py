@@ -197,3 +197,15 @@ def _has(pid: str, mark: str) -> bool:
     except OSError:
         return False
     return mark.encode() in line and b"pytest" not in line
+
+
+@pytest.mark.slow
+@pytest.mark.sweep
+def test_every_cs231n_mutant_identical_warm_and_cold(tmp_path):
+    """The sweep (not in CI's command): every mutant of the pack, cold and in one warm slot, in turn."""
+    differ = []
+    for m in MUTANTS:
+        folder = _folder(tmp_path / m.id, m.source())
+        if comparable(_check(folder, True)) != comparable(_check(folder, False)):
+            differ.append(m.id)
+    assert differ == [], f"warm and cold results differ for {differ}"
