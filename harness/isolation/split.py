@@ -8,6 +8,7 @@ bubblewrap it is still a process of its own, whose interpreter reads no .pth fil
 the usual child (harness.child.main) with the harness; it never imports the submission (child/pack_remote.py).
 
 Both processes share the run's limits (rlimits, the run's cgroup) and its token; the run's end kills both trees.
+This is the cold path; in a warm slot both are forks of the slot's two workers (warm_split.py).
 The server's stdout and stderr are one pipe of their own (SplitRun.output): the parent reads, counts and keeps what
 it prints apart from the prober's, so a flood of the student's code is counted where it happens, as the student's
 (runner._flood: check `output-flood`), never by an object in a process the student's code could reach.
