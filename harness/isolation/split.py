@@ -97,15 +97,21 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
     return run, r, out_r, err_r
 
 
+def copy_submission(work: Path, to: Path) -> None:
+    """The server's copy of the run's submission: a pack's folder (work/repo), or a one-file pack's file
+    (runner: work/submission.py) as module `submission`."""
+    if (work / "repo").is_dir():
+        shutil.copytree(work / "repo", to, symlinks=False)
+    else:
+        to.mkdir()
+        shutil.copyfile(work / "submission.py", to / "submission.py")
+
+
 def start_server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
     """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
     home = work / "server"
     home.mkdir()
-    if (work / "repo").is_dir():
-        shutil.copytree(work / "repo", home / "repo", symlinks=False)
-    else:                               # a one-file pack's file (runner: work/submission.py), as module `submission`
-        (home / "repo").mkdir()
-        shutil.copyfile(work / "submission.py", home / "repo" / "submission.py")
+    copy_submission(work, home / "repo")
     shutil.copyfile(SERVER, home / "modelserver.py")
     shutil.copyfile(WIRE, home / "modelwire.py")
     shutil.copyfile(RECORD, home / "modelrecord.py")

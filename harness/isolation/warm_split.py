@@ -88,9 +88,10 @@ class ServerWorker(warm.Worker):
             raise warm.WarmError(f"the model-server worker did not start: {msg}")
         self.base = sandbox.members(self.proc.pid, self.token, self.proc.pid)
 
-    def launch_server(self, repo: Path, sock: socket.socket, out_w: int, limits: dict) -> "ServerRun":
-        """A fresh model server for this run, serving a copy of `repo` on `sock`, printing into `out_w`."""
-        shutil.copytree(repo, self.home / "repo", symlinks=False)
+    def launch_server(self, work: Path, sock: socket.socket, out_w: int, limits: dict) -> "ServerRun":
+        """A fresh model server for this run, serving a copy of the run's submission on `sock`, printing into
+        `out_w`."""
+        split.copy_submission(work, self.home / "repo")
         req = {"limits": limits, "env": {"HOME": str(self.home), "TMPDIR": str(self.home)}}
         try:
             socket.send_fds(self.sock, [json.dumps(req).encode()], [sock.fileno(), out_w])
@@ -230,9 +231,9 @@ def launch(worker: warm.Worker, args: list[str], work: Path, nonce: str, limits:
     server = None
     try:
         try:
-            server = server_worker(worker).launch_server(work / "repo", theirs, srv_w, limits)
+            server = server_worker(worker).launch_server(work, theirs, srv_w, limits)
         except warm.WarmError:          # it died since its last run (and is retired now): a fresh one, once
-            server = server_worker(worker).launch_server(work / "repo", theirs, srv_w, limits)
+            server = server_worker(worker).launch_server(work, theirs, srv_w, limits)
         run, r, out_r, err_r, _ = warm.launch_run(worker, args, work, nonce, limits, server_fd=mine.fileno())
     except BaseException:
         os.close(srv_r)
