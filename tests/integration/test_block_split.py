@@ -121,13 +121,13 @@ def _reach_the_grader():
 
 
 def test_a_block_file_reaching_for_the_grader_from_the_server_gets_no_credit(tmp_path, monkeypatch):
-    """Split (MTXDIAG_PACK_SPLIT=trial), a block mutant that looks for the grader from its constructor (imports,
+    """Split (block's default), a block mutant that looks for the grader from its constructor (imports,
     gc, the reference's file) and writes a forged result into every descriptor it holds: nothing of the grader is
     there, and its bug is not passed (measured as a failure, or the model server it broke is named). Each split
     check is cold (a fresh server and prober): no canary is needed to see the next run unharmed."""
     from harness import api
     from harness.protocol import Limits
-    monkeypatch.setenv(split.SWITCH, "trial")
+    monkeypatch.setenv(split.SWITCH, "1")
     ref = ROOT / "reference_model" / "block.py"      # its path: what the attack looks for
     bad = next(m for m in BLOCK_MUTANTS if m.id == "block-missing-sqrt-dk").source()
     marker = "        super().__init__()\n"
@@ -162,11 +162,11 @@ def test_a_name_from_skipped_top_level_code_is_provided_in_the_server_as_in_proc
     (tmp_path / "norm.py").write_text(text)
     line = text.splitlines().index("NORM = functools.partial(torch.nn.LayerNorm, eps=1e-5)") + 1
     got = {}
-    for mode in ("0", "trial"):
+    for mode in ("0", "1"):
         monkeypatch.setenv(split.SWITCH, mode)
         r = api.check_file(tmp_path / "norm.py", assignment=PACK.name, quick=True,
                            limits=Limits(only_probes="block-rows-sum"))
         got[mode] = ({c["id"]: c["status"] for c in r["checks"]},
                      [e["line"] for e in r["skipped_code"] if e.get("evaluated_on_demand")])
-        assert (r["timings"].get("server.define") == 1) == (mode == "trial"), r["timings"]
-    assert got["trial"] == got["0"] and got["0"][0].get("block-rows-sum") == "pass" and got["0"][1] == [line], got
+        assert (r["timings"].get("server.define") == 1) == (mode == "1"), r["timings"]
+    assert got["1"] == got["0"] and got["0"][0].get("block-rows-sum") == "pass" and got["0"][1] == [line], got
