@@ -32,7 +32,7 @@ SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
 WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
 RECORD = SERVER.with_name("modelrecord.py")     # the server's recorder, imported from beside it too
 SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare);
-#                                      "trial": the packs declared Pack.split "trial" (block's one file) split too
+#                                      "trial": the packs declared Pack.split "trial" split too
 
 
 def wanted(pack, submission: Path) -> bool:
