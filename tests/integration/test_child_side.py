@@ -197,9 +197,12 @@ def test_a_report_forged_by_the_fork_is_not_taken(tmp_path):
 
 @two_cores
 @pytest.mark.parametrize("mid", [None, "reversal-softmax-wrong-dim", "reversal-stale-mask", "block-causal-mask-missing"])
-def test_a_recheck_balanced_by_timings_gives_the_same_result(tmp_path, mid):
+def test_a_recheck_balanced_by_timings_gives_the_same_result(tmp_path, mid, monkeypatch):
     """A repair's re-check shares the forward probes too (Limits.costs, child_side.shares: both processes draw
-    from one queue): the same checks."""
+    from one queue): the same checks. A block file runs split by default (its probes in a prober, which has no
+    side fork: one server connection); in one process (a block notebook, MTXDIAG_PACK_SPLIT=0) it shares."""
+    from harness.isolation import split
+    monkeypatch.setenv(split.SWITCH, "0")
     path = LESSON if mid is None else _mutant_file(tmp_path, mid)
     one = check_file(path, quick=True, limits=Limits(timeout_s=240, cores=1))
     costs = ",".join(f"{k}:{v}" for k, v in one["timings"].items() if isinstance(v, float) and not k.endswith("_s"))
