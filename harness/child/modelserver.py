@@ -256,6 +256,9 @@ class Server:
                 raise KeyError(f"the module has no submodule {text_of(child, 200)!r}")
             m = subs[child]
         fn = self.targets[target] if target is not None else (m if method == "__call__" else getattr(m, method))
+        handed = [x.n for x in list(args) + list((kwargs or {}).values()) if isinstance(x, Handle)]
+        args = tuple(self._module(a) if isinstance(a, Handle) else a for a in args)   # a module built here, by handle
+        kwargs = {k: self._module(v) if isinstance(v, Handle) else v for k, v in (kwargs or {}).items()}
         versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
         rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
         path = os.path.realpath(os.path.join(self.root, file)) if isinstance(file, str) else ""
@@ -265,9 +268,12 @@ class Server:
             kwargs = None
         with rec, ops, torch.set_grad_enabled(grad is not False):
             out = fn(*args, **(kwargs or {}))
+        out = self._handle_of(out, handed)      # the student's function returned a module handed to it (train)
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         ans = {"value": out, "records": rec.records, "watched": ops.records,
                "mutated": [[i, t] for i, t, v in versions if t._version != v]}
+        if handed:                  # the mode each module handed over was left in (greedy_decode's eval())
+            ans["training"] = [[h, bool(self._module(h).training)] for h in handed]
         if any(t.requires_grad for t in outs):
             n, self.next = self.next, self.next + 1
             self.graphs[n] = outs
@@ -275,6 +281,14 @@ class Server:
                 self.graphs.pop(next(iter(self.graphs)))
             ans["graph"] = n
         return ans
+
+    def _handle_of(self, out, handed: list):
+        """A module handed over by handle and returned (train's `return model`) answered as that handle; any
+        other module stays unsendable."""
+        for h in handed:
+            if out is self.handles.get(h):
+                return Handle(h)
+        return out
 
     def step(self, handle, lr: float):
         """One step of torch's Adam (its function, foreach, `lr`, the defaults otherwise: what torch.optim.Adam's
