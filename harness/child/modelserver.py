@@ -140,6 +140,9 @@ def text_of(x, n=MAX_TEXT) -> str:
     return s if len(s) <= n else s[:n - 1] + "…"
 
 
+MAX_DEFAULT = 200               # characters of a string default a constructor's signature reports
+
+
 class Server:
     def __init__(self, fd: int, root: str):
         self.fd, self.root = fd, os.path.realpath(root)
@@ -211,6 +214,9 @@ class Server:
                                                                                        p.VAR_KEYWORD)]
             ans["varkw"] = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
             ans["names"] = [p.name for p in sig.parameters.values()][:64]      # *args and **kwargs too
+            ans["defaults"] = {p.name: p.default for p in list(sig.parameters.values())[:64]     # plain ones only
+                               if p.default is None or type(p.default) in (bool, int, float)
+                               or type(p.default) is str and len(p.default) <= MAX_DEFAULT}
         except (TypeError, ValueError):
             ans["params"], ans["varkw"] = [], True
         fwd = getattr(obj, "forward", None) if isinstance(obj, type) else None
