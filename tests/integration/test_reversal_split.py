@@ -84,3 +84,14 @@ def test_the_reversal_reference_split_gives_the_in_process_checks(tmp_path):
     both = [k for k in got if k in want]    # causal-leak-train's check is newer than the golden
     assert len(both) >= 21, got             # every check of those probes came back (pe's two, data's two, decode's)
     assert {k: got[k] for k in both} == {k: want[k] for k in both}, got
+
+
+def test_reversal_splits_only_on_trial(monkeypatch):
+    """reversal is declared "trial" (issue 45): split only with MTXDIAG_PACK_SPLIT=trial, a notebook never."""
+    from harness import assignments
+    monkeypatch.setenv(split.SWITCH, "1")
+    assert PACK.split == "trial" and not split.wanted(PACK, ROOT / "reference_model" / "reversal.py")
+    monkeypatch.setenv(split.SWITCH, "trial")
+    assert split.wanted(PACK, ROOT / "reference_model" / "reversal.py")
+    assert not split.wanted(PACK, ROOT / "submissions" / "reversal_lesson.ipynb")
+    assert split.assignment_of_file(ROOT / "submissions" / "reversal_lesson.py", assignments.AUTO) == PACK.name
