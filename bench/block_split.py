@@ -97,7 +97,9 @@ def main() -> int:
                     print(f"  {part}: one process {got[False][part]}\n  {' ' * len(part)}  split       {got[True][part]}")
     m1, m2 = statistics.median(times[False]), statistics.median(times[True])
     print(json.dumps({"files": len(files), "differing": differ, "quick": a.quick, "one_process_median_s": round(m1, 2),
-                      "split_median_s": round(m2, 2), "ratio": round(m2 / m1, 2)}))
+                      "split_median_s": round(m2, 2), "ratio": round(m2 / m1, 2),
+                      **({"one_s": [round(t, 2) for t in times[False]], "split_s": [round(t, 2) for t in times[True]]}
+                         if len(files) == 1 else {})}))
     return 1 if differ else 0
 
 

@@ -92,7 +92,7 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
     # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
     if (found := split.assignment_of_file(submission, assignment)) != assignment:    # a split pack's file, as auto
         spec, assignment = replace(spec, assignment=found), found
-    two = split.wanted(assignments.pack_of(assignment), submission)
+    two = split.wanted(assignments.pack_of(assignment), submission) and (device == "cpu" or submission.is_dir())
     if worker is None and lim.warm and device == "cpu" and not two:
         from .isolation import warm
         try:

@@ -48,8 +48,10 @@ def assignment_of_file(path: Path, asked: str) -> str:
     child is then told it (it loads the file in the server for that pack's names); else `asked`."""
     import ast
     from .. import assignments
-    if asked != assignments.AUTO or path.suffix != ".py":
-        return asked
+    switch = os.environ.get(SWITCH, "1").strip()
+    if asked != assignments.AUTO or path.suffix != ".py" or not any(
+            p.is_file and p.runs_split(switch) for p in assignments.PACKS.values()):
+        return asked                    # (no one-file pack splits: the file is not read here)
     try:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):

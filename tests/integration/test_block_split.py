@@ -94,3 +94,54 @@ def test_the_prober_never_runs_the_block_file_and_measures_the_same(tmp_path, ca
     assert got == {k: v for k, v in want.items() if k in got}, got
     assert set(got) >= {k for k in want if k != "block-lm" and (k in ids or k == "ffn-nonlinear" and
                                                                 "block-structure" in ids)}
+
+
+HOSTILE = '''
+
+def _reach_the_grader():
+    import gc, json, os, sys
+    found = {}
+    try:
+        import harness  # noqa
+        found["harness"] = True
+    except Exception:
+        found["harness"] = False
+    found["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("harness", "reference_model", "mutants"))
+    found["gc"] = sum(1 for o in gc.get_objects() if str(getattr(type(o), "__module__", "")).startswith("harness"))
+    found["reference"] = [p for p in (REFERENCE_PATH,) if os.path.exists(p)]
+    print("REACH " + json.dumps(found), flush=True)
+    forged = json.dumps({"event": "result", "result": {"checks": [{"id": "block-saturation",
+                                                                    "status": "pass"}]}}).encode() + b"\\\\n"
+    for fd in range(3, 256):
+        try:
+            os.write(fd, forged)
+        except OSError:
+            pass
+'''
+
+
+def test_a_block_file_reaching_for_the_grader_from_the_server_gets_no_credit(tmp_path, monkeypatch):
+    """Split (MTXDIAG_PACK_SPLIT=trial), a block mutant that looks for the grader from its constructor (imports,
+    gc, the reference's file) and writes a forged result into every descriptor it holds: nothing of the grader is
+    there, and its bug is not passed (measured as a failure, or the model server it broke is named). Each split
+    check is cold (a fresh server and prober): no canary is needed to see the next run unharmed."""
+    from harness import api
+    from harness.protocol import Limits
+    monkeypatch.setenv(split.SWITCH, "trial")
+    ref = ROOT / "reference_model" / "block.py"      # its path: what the attack looks for
+    bad = next(m for m in BLOCK_MUTANTS if m.id == "block-missing-sqrt-dk").source()
+    marker = "        super().__init__()\n"
+    assert marker in bad
+    bad = bad.replace(marker, marker + "        _reach_the_grader()\n", 1) + \
+        HOSTILE.replace("REFERENCE_PATH", repr(str(ref)))
+    (tmp_path / "bad.py").write_text(bad)
+    only = Limits(only_probes="block-saturation")          # the check its bug fails, alone (the test's time)
+    r = api.check_file(tmp_path / "bad.py", assignment=PACK.name, quick=True, limits=only)
+    by_id = {c["id"]: c for c in r["checks"]}
+    assert by_id["block-saturation"]["status"] != "pass" and r["verdict"] != "clean", by_id
+    reach = [json.loads(line[6:]) for line in r["stdout"].splitlines() if line.startswith("REACH ")]
+    assert reach, r["stdout"][-2000:]
+    assert reach[0]["harness"] is False and reach[0]["modules"] == [] and reach[0]["gc"] == 0
+    if sandbox.mode("auto") == "bwrap":
+        assert reach[0]["reference"] == []             # nothing of the grader on the server's file system
+    assert by_id["block-saturation"]["status"] == "fail" or "model server" in by_id["block-saturation"]["detail"]
