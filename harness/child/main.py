@@ -176,7 +176,7 @@ def main(argv=None):
     if not deferred:
         send = _Channel(result_fd, _read_key(auth_stdin)).send
     from ..isolation.confine import protect_surroundings
-    protect_surroundings()       # its parent (a warm worker...) out of reach of prlimit, renice, signals
+    protect_surroundings(bool(os.environ.get(SERVER_FD_VAR)))    # its parent out of reach of prlimit, renice, signals
     from ..isolation import sandbox
     sandbox.set_subreaper()
     # Neither the work folder nor '' on sys.path: a file the submission writes there must not shadow a module.

@@ -278,4 +278,6 @@ if __name__ == "__main__":
     ap.add_argument("--key", required=True)
     ap.add_argument("--idle", type=float, default=600.0)
     a = ap.parse_args()
+    from ..isolation.confine import undumpable
+    undumpable()        # as the mtxdiag command (cli/main.py): a run's code of the same user cannot write its memory
     os._exit(Server(a.dir, a.key, a.idle).serve())

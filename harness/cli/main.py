@@ -42,6 +42,10 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="mtxdiag")
 def main():
     """Diagnose and grade students' PyTorch transformers."""
+    # Where no sandbox's PID namespace hides this process, a run's code (the same user) could write its memory
+    # through /proc/PID/mem: non-dumpable refuses that (docs/security.md; its children exec, which resets it).
+    from ..isolation.confine import undumpable
+    undumpable()
 
 
 def _default_report(sub: Path, ext: str) -> Path:

@@ -257,10 +257,23 @@ def protect(pids) -> bool:
         return False
 
 
-def protect_surroundings() -> bool:
+def protect_surroundings(prober: bool = False) -> bool:
     """The child, before student code: its parent (a warm worker, the sandbox's init, or the grader itself
-    without the sandbox) with every thread, and pid 1 of its namespace."""
+    without the sandbox) with every thread, and pid 1 of its namespace. `prober`: a split run's prober (it runs
+    no student code) also becomes non-dumpable: a process of the same user (the model server, where no PID
+    namespace hides it) can then neither open its /proc/PID/mem or /proc/PID/fd nor ptrace it (root can)."""
+    if prober:
+        undumpable()
     return protect(tids_of(os.getppid()) + [1])
+
+
+def undumpable() -> bool:
+    """PR_SET_DUMPABLE 0 for this process (reset by an execve; a fork keeps it)."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
+    except Exception:
+        return False
 
 
 # ---------------------------------------------------------------------------- the worker's own state

@@ -279,3 +279,69 @@ def test_the_graders_modules_are_out_of_sys_modules_while_student_code_runs():
     assert reported == ["harness"]                          # anyone else: refused and reported
     assert sys.modules["harness.scan"] is original and sys.modules["harness"] is harness
     assert original.__spec__ is spec_before
+
+
+def _as_one_user() -> None:
+    """Both sides of the next test as one unprivileged user (root reads any process's memory: CAP_SYS_PTRACE)."""
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)      # a change of user made the process non-dumpable: undo it
+
+
+@pytest.mark.parametrize("prober", [False, True], ids=["plain", "prober"])
+def test_a_split_runs_prober_is_out_of_reach_of_a_process_of_the_same_user(prober):
+    """Without bubblewrap's PID namespace the model server sees the prober: a process of the same user could open
+    its memory for writing and its descriptors (its result pipe). The prober makes itself non-dumpable
+    (confine.protect_surroundings(prober=True), which harness.child.main calls in a split run): refused."""
+    r, w = os.pipe()
+    target = os.fork()
+    if target == 0:
+        os.close(r)
+        _as_one_user()
+        if prober:
+            confine.undumpable()
+        os.write(w, b"x")
+        signal.pause()
+        os._exit(0)
+    os.close(w)
+    try:
+        assert os.read(r, 1) == b"x"
+
+        def reach() -> dict:
+            _as_one_user()
+            out = {}
+            for name, how in (("mem", lambda: open(f"/proc/{target}/mem", "r+b").close()),
+                              ("fds", lambda: os.listdir(f"/proc/{target}/fd")),
+                              ("fd", lambda: os.close(os.open(f"/proc/{target}/fd/{w}", os.O_WRONLY)))):
+                try:
+                    how()
+                    out[name] = "allowed"
+                except OSError as e:
+                    out[name] = type(e).__name__
+            return out
+        got = _in_fork(reach)
+        if prober:
+            assert got == {"mem": "PermissionError", "fds": "PermissionError", "fd": "PermissionError"}, got
+        else:           # the same user reaches a dumpable process (the test would otherwise prove nothing); Yama,
+            yama = "/proc/sys/kernel/yama/ptrace_scope"     # where on, refuses memory to a process not an ancestor
+            yama_on = os.path.exists(yama) and open(yama).read().strip() != "0"
+            assert got["fds"] == "allowed" and (yama_on or got["mem"] == "allowed"), got
+    finally:
+        os.kill(target, signal.SIGKILL)
+        os.waitpid(target, 0)
+        os.close(r)
+
+
+def test_the_mtxdiag_command_makes_itself_non_dumpable():
+    """The command a user runs (its click group, before any subcommand) refuses its memory to a run's code of the
+    same user where no PID namespace hides it; PR_GET_DUMPABLE read in that process after a subcommand ran."""
+    import subprocess
+    import sys
+    code = ("import ctypes\nfrom harness.cli.main import main\n"
+            "main(['assignment', 'list'], standalone_mode=False)\n"
+            "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "DUMPABLE 0" in out.stdout, (out.stdout[-2000:], out.stderr[-2000:])
