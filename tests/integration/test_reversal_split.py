@@ -31,8 +31,8 @@ GOLDEN = ROOT / "tests" / "unit" / "goldens" / "reference__reversal.json"
 # the probes that run over the model server and give the in-process checks (issue 45's trial, 2026-12-08)
 MATCHING = ("contract", "shapes", "param-count", "data", "pe", "eval-determinism", "batch-independence",
             "first-loss", "attn-rows-sum", "attn-saturation", "heads-permutation", "causal-leak", "causal-leak-train",
-            "padding-invariance", "padded-row-finite", "gradient-flow", "stateless-forward", "decode",
-            "decode-determinism", "decode-consistency")
+            "padding-invariance", "padded-row-finite", "gradient-flow", "residual", "stateless-forward",
+            "embedding-scale", "long-inputs", "decode", "decode-determinism", "decode-consistency")
 
 
 def _checks(probes, ctx) -> dict:
@@ -82,7 +82,7 @@ def test_the_reversal_reference_split_gives_the_in_process_checks(tmp_path):
     assert seen == set(), f"the prober ran the submission's code: {sorted(seen)}"
     assert here == [], f"the prober imported the submission: {here}"
     both = [k for k in got if k in want]    # causal-leak-train's check is newer than the golden
-    assert len(both) >= 21, got             # every check of those probes came back (pe's two, data's two, decode's)
+    assert len(both) >= 25, got             # every check of those probes came back (pe's two, data's two, decode's)
     assert {k: got[k] for k in both} == {k: want[k] for k in both}, got
 
 
