@@ -29,9 +29,11 @@ def gradient_flow(ctx):
         with rec:
             out["logits"], _ = ctx.forward(model, src, tgt[:, :-1])
             out["loss"] = ref_loss(out["logits"], tgt[:, 1:])
-    if remote:
-        from .roles.remote import records
-        called = {r.get("name") for r in records(model, run, ("module",))}
+    if remote:      # which modules ran: the server's records of a pass of their own (their hooks' copies would
+        from .roles.remote import records      # be the watch's detach calls at the student's line)
+        with torch.no_grad():
+            called = {r.get("name") for r in records(model, lambda: ctx.forward(model, src, tgt[:, :-1]), ("module",))}
+        run()
     else:
         hooks = [m.register_forward_hook(lambda mod, a, o: called.add(id(mod))) for m in model.modules()]
         try:
