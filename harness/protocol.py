@@ -31,6 +31,10 @@ FORK_FDS = (0, 1, 2, RESULT_FD)
 # the worker's answers, one key each: started up (its pid), forked a run (the fork's pid), the run's exit
 # status (with what it changed in the worker: `poisoned`), a request it refused
 CTL_READY, CTL_STARTED, CTL_EXIT, CTL_POISONED, CTL_ERROR = "ready", "started", "exit", "poisoned", "error"
+CTL = (CTL_READY, CTL_STARTED, CTL_EXIT, CTL_POISONED, CTL_ERROR)      # in this order: isolation/forkcare.serve
+# a split run's prober (issue 45) gets a fifth descriptor from its warm worker, its end of the model server's
+# socket, at this number; the model server's warm worker (child/modelzygote.py) gives its fork the socket here too
+SERVER_FD = RESULT_FD + 1
 PARENT_CHECKS = ("result-channel", "tamper-static", "output-flood", "isolation",
                  "submission-files")   # check ids only the parent may report (a child's are dropped)
 # how a check's child ended, as the runner observed it (outcome.ChildOutcome.status; crosses the daemon's socket)

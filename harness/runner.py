@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .readable import cut
 from . import assignments, paths
-from .isolation import held, sandbox, split
+from .isolation import held, sandbox, split, warm_split
 from .isolation.enforce import RunLimits
 from .outcome import ChildOutcome
 from .protocol import ASSIGNMENTS, EXIT_CHANNEL, EXIT_MEMORY, PARENT_CHECKS, CheckSpec, Limits, wire_argv
@@ -89,14 +89,16 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         early.cancel()          # started for another run: this one starts as usual
         return run_spec(spec, on_event=on_event, acquire=acquire)
     worker = early.worker if early is not None else None
-    # a pack's folder: the student's code in a model server, the probes in a prober (isolation/split.py); cold
+    # a pack's folder or a split pack's file: the student's code in a model server, the probes in a prober
+    # (isolation/split.py); warm, both forked by the slot's two workers (isolation/warm_split.py)
     if (found := split.assignment_of_file(submission, assignment)) != assignment:    # a split pack's file, as auto
         spec, assignment = replace(spec, assignment=found), found
     two = split.wanted(assignments.pack_of(assignment), submission) and (device == "cpu" or submission.is_dir())
-    if worker is None and lim.warm and device == "cpu" and not two:
+    if worker is None and lim.warm and device == "cpu" and (not two or warm_split.wanted()):
         from .isolation import warm
         try:
-            worker = (acquire or warm.acquire)(isolation, lim.threads)
+            worker = acquire(isolation, lim.threads) if acquire else \
+                warm.acquire(isolation, lim.threads, beside=warm_split.beside if two else None)
         except warm.Stopped:
             return ChildOutcome(None, "grader-fault", "the batch stopped before this check ran",
                                 seconds=time.monotonic() - t0, isolation=isolation)
@@ -124,8 +126,11 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         args = spec.for_child(str(work / name), isolation).to_argv()
         if worker is not None:
             try:
-                run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
-                    warm.launch_run(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))[:4]
+                if two:
+                    run, r, out_fd, err_fd = warm_split.launch(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))
+                else:
+                    run, r, out_fd, err_fd = early.go(spec.for_child(str(work / name), isolation)) if early else \
+                        warm.launch_run(worker, args, work, nonce, rlimits(lim, nproc_limit(lim)))[:4]
             except Exception:       # it could not take the run: retired, and this submission runs cold
                 worker.retire()
                 stopped, worker = worker.stopped, None
@@ -148,7 +153,8 @@ def run_spec(spec: CheckSpec, *, on_event=None, acquire=None, early=None) -> Chi
         stack = ""
         guard.adopt(run.members())   # a warm fork joins the run's cgroup (a cold child joined before exec)
         # memory where no cgroup charges it, and disk always (the folder the run can write, files held unlinked)
-        watch = guard.watch(run.watched, worker.slot if worker is not None else work)
+        watch = guard.watch(run.watched, work if worker is None else [worker.slot] + (
+            [worker.server.home] if two and worker.server is not None else []))
         finished = guard.settle(run.wait(t0 + lim.timeout_s, watch), watch)
         if finished in ("memory", "disk"):
             run.end()    # a warm worker's fork ended alone: the worker, cleaned up, takes the next run

@@ -15,7 +15,8 @@ from __future__ import annotations
 import types
 
 from ..packs.api import Pack
-from .loader import SubmissionError, filter_module, read_source
+from . import on_demand
+from .loader import SubmissionError, _bound, filter_module, read_source
 from .probes.roles import remote, remote_args
 
 REL = "submission.py"       # the copy's name in the server's folder (isolation/split.start_server)
@@ -50,6 +51,7 @@ def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int, 
                                   client.line_in(REL, err.get("line")))
     module = types.ModuleType("submission")
     module.__file__ = source.code_path
+    setattr(module, on_demand.SERVER_NAMES, ServerNames(client, tree))
     for n in names:
         info = got.get(n)
         if not isinstance(info, dict) or not info.get("ok"):
@@ -64,3 +66,18 @@ def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int, 
                 fn.__signature__ = remote_args.function_signature(info)
             setattr(module, n, fn)
     return source, module
+
+
+class ServerNames(dict):
+    """The names module `submission` has in the server (those its kept statements bind, then those provided):
+    what child/on_demand.py reads to judge a skipped statement, and where it runs one, in the server (request
+    `define`: the statement starting at that line, which the server reads from its own copy)."""
+
+    def __init__(self, client, tree):
+        super().__init__((n, None) for stmt in tree.body for n in _bound(stmt))
+        self.client = client
+
+    def run_statement(self, stmt, timeout_s: float) -> None:
+        self.client.request("define", timeout_s=timeout_s + 10, module="submission", line=stmt.lineno,
+                            timeout=timeout_s)
+        self.update((n, None) for n in _bound(stmt))

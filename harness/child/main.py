@@ -306,7 +306,7 @@ def main(argv=None):
             seed_all(a.seed, probe.id)
             # a name their function needs from skipped top-level code: evaluated when safe, else a skip
             with reach.during(probe.id):
-                checks = on_demand.run_probe(lambda: probe.fn(ctx), module.__dict__, source, Skip)
+                checks = on_demand.run_probe(lambda: probe.fn(ctx), on_demand.namespace(module), source, Skip)
             if not isinstance(checks, list):
                 raise TypeError(f"probe {probe.id} returned {type(checks).__name__}")
         except NotRun as e:     # left out by the run's options (--quick), not a model it could not measure

@@ -20,6 +20,7 @@ import re
 from ..readable import cut
 from .loader import SAFE_CALLS, _dotted, _reads, _walk_outside_lambdas, load_limit
 
+SERVER_NAMES = "__mtxdiag_server_names__"     # a served module's ServerNames, in the prober's namespace module
 EVAL_TIMEOUT_S = 5.0        # one statement that only builds objects: far under a second when it is what it seems
 MAX_DEPTH = 4               # statements (and the student's functions) followed to find out whether one is safe
 
@@ -56,8 +57,10 @@ class NotProvided(Exception):
 
 
 def missing_name(exc: BaseException) -> str | None:
-    """The name of a NameError (UnboundLocalError excluded: that is the student's own function)."""
-    if not isinstance(exc, NameError) or isinstance(exc, UnboundLocalError):
+    """The name of a NameError (UnboundLocalError excluded: that is the student's own function), raised here or
+    in the model server (probes/roles/remote.py names its failure by the student's exception's type)."""
+    remote = getattr(type(exc), "type_name", None) == "NameError"
+    if not remote and (not isinstance(exc, NameError) or isinstance(exc, UnboundLocalError)):
         return None
     name = getattr(exc, "name", None)
     if isinstance(name, str) and name:
@@ -192,10 +195,12 @@ def _provide(judge: _Judge, name: str, path: str, done: list, seen: set, depth: 
         if dep not in judge.binders:
             raise NotProvided(f"`{name}` (line {line}) needs `{dep}`, which nothing at the top level defines", line)
         _provide(judge, dep, path, done, seen, depth + 1)
-    code = compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec")
     try:
-        with load_limit(EVAL_TIMEOUT_S):
-            exec(code, judge.ns)
+        if hasattr(judge.ns, "run_statement"):      # the module lives in the model server: it runs it there
+            judge.ns.run_statement(stmt, EVAL_TIMEOUT_S)
+        else:
+            with load_limit(EVAL_TIMEOUT_S):
+                exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), judge.ns)
     except BaseException as e:     # noqa: BLE001 - the student's statement, reported, never raised into a probe
         raise NotProvided(f"`{name}` is defined at line {line} by top-level code the harness does not run; "
                           f"evaluating it raised {type(e).__name__}: {cut(e, 200)}", line)
@@ -241,6 +246,12 @@ def run_needing_names(fn, namespace: dict, sources, skip_exc, code_path: str | N
                 raise
             done += got
     return fn(), done
+
+
+def namespace(module) -> dict:
+    """Where a module's missing names are provided: its own dict, or (a module in the model server) the names
+    it has there, which runs what is provided (child/file_remote.ServerNames)."""
+    return module.__dict__.get(SERVER_NAMES) or module.__dict__
 
 
 def run_probe(fn, namespace: dict, sources, skip_exc) -> list:

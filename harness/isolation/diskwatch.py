@@ -19,9 +19,10 @@ PERIOD_S = 0.5          # how often the folder is walked; a run writes at most ~
 MAX_ENTRIES = 100_000   # entries one sample reads; more than this is over the limit by itself
 
 
-def usage(folder: str, max_entries: int = MAX_ENTRIES) -> tuple[int, int]:
-    """(bytes allocated, entries) under `folder`, without following links; stops counting at max_entries."""
-    total, entries, todo = 0, 0, [folder]
+def usage(folder: str | list, max_entries: int = MAX_ENTRIES) -> tuple[int, int]:
+    """(bytes allocated, entries) under `folder` (or each of a list: a warm split run's two slots, warm_split.py),
+    without following links; stops counting at max_entries."""
+    total, entries, todo = 0, 0, [folder] if isinstance(folder, str) else list(folder)
     while todo and entries < max_entries:
         d = todo.pop()
         try:
@@ -49,7 +50,8 @@ class DiskWatch:
 
     def __init__(self, folder, limit_mb: float = RUN_FOLDER_MB, period_s: float = PERIOD_S,
                  max_entries: int = MAX_ENTRIES, held=None):
-        self.folder, self.limit_mb, self.period_s, self.max_entries = str(folder), limit_mb, period_s, max_entries
+        self.folder = [str(f) for f in folder] if isinstance(folder, (list, tuple)) else str(folder)
+        self.limit_mb, self.period_s, self.max_entries = limit_mb, period_s, max_entries
         self.held = held
         self.peak_mb, self.entries, self._next, self.unlinked_mb = 0.0, 0, 0.0, 0.0
 

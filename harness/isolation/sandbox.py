@@ -39,6 +39,7 @@ import warnings
 from pathlib import Path
 
 from ..identity import PACKAGES
+from . import forkcare
 
 RUNTIME_MOUNT = "/opt/mtxdiag"        # where the harness snapshot appears inside the sandbox
 TOKEN_VAR = "MTXDIAG_RUN"            # environment variable that marks every process of one run
@@ -307,25 +308,7 @@ def runtime_snapshot() -> Path:
 
 def _table() -> dict[int, tuple[int, int, str]]:
     """pid -> (ppid, session, state) for every visible process."""
-    out = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:            # no procfs (not Linux): only the process group kill in the runner applies
-        return out
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        rest = raw[raw.rfind(b")") + 2:].split()
-        try:
-            out[int(name)] = (int(rest[1]), int(rest[3]), rest[0].decode())
-        except (IndexError, ValueError):
-            continue
-    return out
+    return forkcare.table()
 
 
 def _has_token(pid: int, token: str) -> bool:
@@ -389,26 +372,7 @@ def kill_tree(root: int | None, token: str | None = None, session: int | None = 
 
 def kill_descendants() -> None:
     """Child side, before exiting: kill everything this process started (it is their subreaper)."""
-    me = os.getpid()
-    for _ in range(10):
-        table = _table()
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        found, stack = set(), list(children.get(me, ()))
-        while stack:
-            pid = stack.pop()
-            if pid not in found:
-                found.add(pid)
-                stack.extend(children.get(pid, ()))
-        found = {p for p in found if table.get(p, (0, 0, "Z"))[2] != "Z"}
-        if not found:
-            return
-        for p in found:
-            _signal(p, signal.SIGSTOP)
-        for p in found:
-            _signal(p, signal.SIGKILL)
-        time.sleep(0.01)
+    forkcare.kill_descendants()
 
 
 def find_child(root: int) -> int | None:
@@ -432,10 +396,7 @@ def find_child(root: int) -> int | None:
 
 
 def _signal(pid: int, sig) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    forkcare.send_signal(pid, sig)
 
 
 def set_subreaper() -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import signal
 import stat
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 
 from . import memwatch, sandbox
+from .forkcare import apply_rlimits  # noqa: F401  (the run's limits: both warm workers' forks set them too)
 
 
 def env(threads: int, work: Path, isolation: str, token: str) -> dict:
@@ -85,20 +85,6 @@ def rlimits(lim, nproc: int | None, device: str = "cpu") -> dict:
     return {"as": memwatch.address_space_limit(device, lim.memory_mb),
             "cpu": int(lim.timeout_s * max(1, os.cpu_count() or 1)) + 10,
             "fsize": lim.file_mb * 1024 * 1024, "nofile": lim.open_files, "nproc": nproc}
-
-
-def apply_rlimits(v: dict) -> None:
-    """Set rlimits() on the calling process (lowering only), with no core dumps."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if v.get("as"):
-        resource.setrlimit(resource.RLIMIT_AS, (v["as"], v["as"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (v["cpu"], v["cpu"] + 5))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (v["fsize"], v["fsize"]))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (v["nofile"], v["nofile"]))
-    if v.get("nproc"):
-        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-        n = v["nproc"] if hard == resource.RLIM_INFINITY else min(v["nproc"], hard)
-        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
 
 
 def nproc_limit(lim) -> int | None:

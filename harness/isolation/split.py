@@ -8,6 +8,7 @@ bubblewrap it is still a process of its own, whose interpreter reads no .pth fil
 the usual child (harness.child.main) with the harness; it never imports the submission (child/pack_remote.py).
 
 Both processes share the run's limits (rlimits, the run's cgroup) and its token; the run's end kills both trees.
+This is the cold path; in a warm slot both are forks of the slot's two workers (warm_split.py).
 The server's stdout and stderr are one pipe of their own (SplitRun.output): the parent reads, counts and keeps what
 it prints apart from the prober's, so a flood of the student's code is counted where it happens, as the student's
 (runner._flood: check `output-flood`), never by an object in a process the student's code could reach.
@@ -31,7 +32,7 @@ SERVER = Path(__file__).resolve().parents[1] / "child" / "modelserver.py"
 WIRE = SERVER.with_name("modelwire.py")     # the message format, imported by the server from beside it
 RECORD = SERVER.with_name("modelrecord.py")     # the server's recorder, imported from beside it too
 SWITCH = "MTXDIAG_PACK_SPLIT"        # "0": a pack's run in one process, as before issue 45 (benches compare);
-#                                      "trial": the packs declared Pack.split "trial" (block's one file) split too
+#                                      "trial": the packs declared Pack.split "trial" split too
 
 
 def wanted(pack, submission: Path) -> bool:
@@ -96,15 +97,21 @@ def launch(args, work: Path, nonce: str, token: str, lim, isolation: str, device
     return run, r, out_r, err_r
 
 
+def copy_submission(work: Path, to: Path) -> None:
+    """The server's copy of the run's submission: a pack's folder (work/repo), or a one-file pack's file
+    (runner: work/submission.py) as module `submission`."""
+    if (work / "repo").is_dir():
+        shutil.copytree(work / "repo", to, symlinks=False)
+    else:
+        to.mkdir()
+        shutil.copyfile(work / "submission.py", to / "submission.py")
+
+
 def start_server(work: Path, sock, lim, isolation: str, device: str, token: str, preexec, out_w: int, err_w: int):
     """The model server in `work/server/`: the submission's copy and the server script, nothing else."""
     home = work / "server"
     home.mkdir()
-    if (work / "repo").is_dir():
-        shutil.copytree(work / "repo", home / "repo", symlinks=False)
-    else:                               # a one-file pack's file (runner: work/submission.py), as module `submission`
-        (home / "repo").mkdir()
-        shutil.copyfile(work / "submission.py", home / "repo" / "submission.py")
+    copy_submission(work, home / "repo")
     shutil.copyfile(SERVER, home / "modelserver.py")
     shutil.copyfile(WIRE, home / "modelwire.py")
     shutil.copyfile(RECORD, home / "modelrecord.py")

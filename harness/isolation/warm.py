@@ -45,8 +45,10 @@ class Stopped(Exception):
     """close_all() retired the worker while it started or ran: the batch is stopping, run nothing more."""
 
 
-def acquire(isolation: str, threads: int) -> "Worker | None":
-    """An idle worker for these settings, or a new one; None when none can start here."""
+def acquire(isolation: str, threads: int, beside=None) -> "Worker | None":
+    """An idle worker for these settings, or a new one; None when none can start here. beside(worker): called
+    before a new worker starts, may return what to call once it has (warm_split.beside: the slot's model-server
+    worker, started at the same time)."""
     key = (isolation, threads)
     with _lock:
         pool = _idle.setdefault(key, [])
@@ -59,7 +61,10 @@ def acquire(isolation: str, threads: int) -> "Worker | None":
             found = pool.pop() if pool else None
     w = Worker(isolation, threads)
     try:
+        after = beside(w) if beside is not None else None
         w.start()
+        if after is not None:
+            after()
     except WarmError:
         w.retire()
         if w.stopped:
@@ -105,6 +110,7 @@ class Worker:
         self.base: set[int] = set()        # the worker's own processes (bwrap, its init, the zygote)
         self.runs = 0
         self.stopped = False               # retired by close_all(): the batch is stopping
+        self.server: Worker | None = None  # the slot's model-server worker (warm_split.py), from its first split run
         with _lock:
             _all.add(self)
 
@@ -155,6 +161,9 @@ class Worker:
     def retire(self) -> None:
         """Kill the worker with everything in its sandbox and remove its folder."""
         proc, self.proc = self.proc, None
+        server, self.server = self.server, None
+        if server is not None:
+            server.retire()
         if proc is not None:
             self._kill(proc)
             try:
@@ -176,7 +185,8 @@ class Worker:
         return d
 
     def launch(self, argv: list[str], run_dir: Path, fds: list[int], limits: dict) -> "Run":
-        """Ask the zygote for a fork running harness.child.main with `argv`; fds: key, stdout, stderr, result."""
+        """Ask the zygote for a fork running harness.child.main with `argv`; fds: key, stdout, stderr, result (and
+        a split run's prober: its end of the model server's socket)."""
         req = {"argv": argv, "run": str(run_dir), "limits": limits,
                "env": {"HOME": str(run_dir), "TMPDIR": str(run_dir)}}
         try:
@@ -335,10 +345,11 @@ def _is_child_of_zygote(pid: int) -> bool:
         return False
 
 
-def launch_run(worker: Worker, args: list[str], work: Path, nonce: str | None, limits: dict):
+def launch_run(worker: Worker, args: list[str], work: Path, nonce: str | None, limits: dict,
+               server_fd: int | None = None):
     """A fork of the warm worker for this run: (handle, result fd, stdout fd, stderr fd, key fd). nonce None: a
     deferred run (early.py), the key's pipe left open for the caller to write the key and the LATE limits (the
-    key fd; else None)."""
+    key fd; else None). server_fd: a split run's prober's end of the model server's socket (warm_split.py)."""
     fds = []
     try:
         r, w = os.pipe()
@@ -349,8 +360,8 @@ def launch_run(worker: Worker, args: list[str], work: Path, nonce: str | None, l
         if nonce is not None:
             os.write(key_w, (nonce + "\n").encode())
         # in protocol.FORK_FDS's order: the fork takes them as stdin, stdout, stderr and RESULT_FD
-        run = worker.launch(args + wire_argv(RESULT_FD, deferred=nonce is None), work, [key_r, out_w, err_w, w],
-                            limits)
+        run = worker.launch(args + wire_argv(RESULT_FD, deferred=nonce is None), work, [key_r, out_w, err_w, w]
+                            + ([server_fd] if server_fd is not None else []), limits)
     except BaseException:
         for fd in fds:
             os.close(fd)

@@ -108,11 +108,11 @@ def problems(pack: object, name: str, reserved: tuple[str, ...] = ()) -> list[st
         out.append("its Assignment sets `pack`, which discovery sets")
     if a.is_repository != (pack.submission == "repository"):
         out.append("its Assignment's `is_repository` and its `submission` disagree (a repository pack sets both)")
-    if pack.submission not in SUBMISSIONS:
-        out.append(f"its `submission` must be one of {SUBMISSIONS}, not {pack.submission!r}")
     if pack.split not in ("", "on", "off", "trial") or pack.split in ("on", "trial") and pack.is_repository:
         out.append(f"its `split` must be '', 'on', 'off' or 'trial' (a repository pack: not split yet), "
                    f"not {pack.split!r}")
+    if pack.submission not in SUBMISSIONS:
+        out.append(f"its `submission` must be one of {SUBMISSIONS}, not {pack.submission!r}")
     elif pack.is_file:
         out.extend(_file_problems(pack))
     elif pack.is_repository:

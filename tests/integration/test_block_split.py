@@ -121,13 +121,13 @@ def _reach_the_grader():
 
 
 def test_a_block_file_reaching_for_the_grader_from_the_server_gets_no_credit(tmp_path, monkeypatch):
-    """Split (MTXDIAG_PACK_SPLIT=trial), a block mutant that looks for the grader from its constructor (imports,
+    """Split (block's default), a block mutant that looks for the grader from its constructor (imports,
     gc, the reference's file) and writes a forged result into every descriptor it holds: nothing of the grader is
     there, and its bug is not passed (measured as a failure, or the model server it broke is named). Each split
     check is cold (a fresh server and prober): no canary is needed to see the next run unharmed."""
     from harness import api
     from harness.protocol import Limits
-    monkeypatch.setenv(split.SWITCH, "trial")
+    monkeypatch.setenv(split.SWITCH, "1")
     ref = ROOT / "reference_model" / "block.py"      # its path: what the attack looks for
     bad = next(m for m in BLOCK_MUTANTS if m.id == "block-missing-sqrt-dk").source()
     marker = "        super().__init__()\n"
@@ -145,3 +145,28 @@ def test_a_block_file_reaching_for_the_grader_from_the_server_gets_no_credit(tmp
     if sandbox.mode("auto") == "bwrap":
         assert reach[0]["reference"] == []             # nothing of the grader on the server's file system
     assert by_id["block-saturation"]["status"] == "fail" or "model server" in by_id["block-saturation"]["detail"]
+
+
+def test_a_name_from_skipped_top_level_code_is_provided_in_the_server_as_in_process(tmp_path, monkeypatch):
+    """A block file whose constructor reads `NORM = functools.partial(torch.nn.LayerNorm, ...)`, a top-level line
+    the loader skips (it calls code): in process the NameError makes child/on_demand.py evaluate that line; split,
+    the prober judges the same line (on the file's text) and the server runs it (request `define`), so the check
+    measures the model instead of erroring, and the line is marked evaluated, as in process."""
+    from harness import api
+    text = (ROOT / "reference_model" / "block.py").read_text()
+    text = text.replace("import math\n", "import functools\nimport math\n", 1).replace(
+        "import torch.nn.functional as F\n",
+        "import torch.nn.functional as F\n\nNORM = functools.partial(torch.nn.LayerNorm, eps=1e-5)\n", 1)
+    text = text.replace("self.norm1 = torch.nn.LayerNorm(d_model)", "self.norm1 = NORM(d_model)")
+    assert "NORM(d_model)" in text
+    (tmp_path / "norm.py").write_text(text)
+    line = text.splitlines().index("NORM = functools.partial(torch.nn.LayerNorm, eps=1e-5)") + 1
+    got = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv(split.SWITCH, mode)
+        r = api.check_file(tmp_path / "norm.py", assignment=PACK.name, quick=True,
+                           limits=Limits(only_probes="block-rows-sum"))
+        got[mode] = ({c["id"]: c["status"] for c in r["checks"]},
+                     [e["line"] for e in r["skipped_code"] if e.get("evaluated_on_demand")])
+        assert (r["timings"].get("server.define") == 1) == (mode == "1"), r["timings"]
+    assert got["1"] == got["0"] and got["0"][0].get("block-rows-sum") == "pass" and got["0"][1] == [line], got

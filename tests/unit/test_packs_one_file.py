@@ -103,21 +103,22 @@ def test_block_is_a_one_file_pack_checked_as_before(tmp_path):
     assert {m.id for m in discover.load(pack.mutants)} == {m.id for m in mutants.by_assignment("block")} != set()
 
 
-def test_where_a_packs_probes_run_is_declared_and_block_splits_only_on_trial(tmp_path, monkeypatch):
+def test_where_a_packs_probes_run_is_declared_and_block_splits(tmp_path, monkeypatch):
     """Pack.split (issue 45): a folder pack's probes run split by default, a one-file pack's in one process unless
-    declared; block is declared "trial" (split only with MTXDIAG_PACK_SPLIT=trial) while the two paths are compared;
-    a notebook stays in one process; a repository pack cannot split yet."""
+    declared; block is declared "on" (MTXDIAG_PACK_SPLIT=0 runs it in one process, as benches compare); "trial"
+    splits only under MTXDIAG_PACK_SPLIT=trial; a notebook stays in one process; a repository pack cannot split yet."""
     from harness.isolation import split
     block = assignments.pack_of("block")
-    assert block.split == "trial" and not block.runs_split("1") and block.runs_split("trial")
-    assert not block.runs_split("0") and Pack(assignment=block.assignment).runs_split("1")      # a folder's: on
+    assert block.split == "on" and block.runs_split("1") and block.runs_split("trial") and not block.runs_split("0")
+    assert Pack(assignment=block.assignment).runs_split("1")      # a folder's: on
     assert not _file_pack().runs_split("trial") and _file_pack(split="on").runs_split("1")
+    assert _file_pack(split="trial").runs_split("trial") and not _file_pack(split="trial").runs_split("1")
     assert any("`split` must be" in w for w in discover.problems(_file_pack(split="yes"), "onefile"))
     py, nb = tmp_path / "a.py", tmp_path / "a.ipynb"
     py.write_text("class TransformerBlock:\n    pass\n")
     nb.write_text("{}")
-    monkeypatch.setenv(split.SWITCH, "trial")
+    monkeypatch.setenv(split.SWITCH, "1")
     assert split.wanted(block, py) and not split.wanted(block, nb) and not split.wanted(None, py)
     assert split.assignment_of_file(py, assignments.AUTO) == "block" == split.assignment_of_file(py, "block")
-    monkeypatch.setenv(split.SWITCH, "1")
+    monkeypatch.setenv(split.SWITCH, "0")
     assert not split.wanted(block, py) and split.assignment_of_file(py, assignments.AUTO) == assignments.AUTO

@@ -169,11 +169,16 @@ def test_an_outcome_has_a_declared_status():
 
 
 def test_the_warm_workers_control_messages_are_the_protocols():
-    """zygote.py answers and warm.py reads only the declared keys (no string typed on one side only)."""
+    """zygote.py (through forkcare.py) answers and warm.py reads only the declared keys (no string typed on one side
+    only; the model server's standalone worker writes them down, tests/unit/test_model_zygote.py)."""
     declared = {protocol.CTL_READY, protocol.CTL_STARTED, protocol.CTL_EXIT, protocol.CTL_POISONED,
                 protocol.CTL_ERROR}
     assert protocol.FORK_FDS == (0, 1, 2, protocol.RESULT_FD)
-    for name in ("child/zygote.py", "isolation/warm.py"):
+    assert set(protocol.CTL) == declared and len(protocol.CTL) == len(declared)
+    for name in ("child/zygote.py", "isolation/forkcare.py", "isolation/warm.py", "isolation/warm_split.py"):
         src = (ROOT / "harness" / name).read_text()
         assert not [k for k in declared if f'"{k}":' in src or f'get("{k}")' in src or f'["{k}"]' in src], name
-        assert "CTL_EXIT" in src and "CTL_STARTED" in src, name
+        if name == "child/zygote.py":       # the loop is forkcare.serve's, handed the protocol's keys
+            assert "forkcare.serve(" in src and " CTL," in src, name
+        elif name != "isolation/forkcare.py":
+            assert "CTL_EXIT" in src and "CTL_STARTED" in src, name

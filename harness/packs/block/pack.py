@@ -28,5 +28,5 @@ PACK = Pack(
     submission="file",
     probes="harness.child.probes.block_plan:PROBES",
     mutants="mutants.registry:BLOCK_MUTANTS",
-    split="trial",          # its probes over the model server (issue 45) while compared with the in-process path
+    split="on",             # its probes over the model server (issue 45); MTXDIAG_PACK_SPLIT=0: in one process
 )
