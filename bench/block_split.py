@@ -1,12 +1,12 @@
-"""issue 45 for the `block` assignment: the same check in one process (MTXDIAG_PACK_SPLIT=0, as before) and split
+"""issue 45 for a one-file pack on trial (`block`, `reversal`: --assignment): the same check in one process (MTXDIAG_PACK_SPLIT=0, as before) and split
 (MTXDIAG_PACK_SPLIT=trial: the file in the model server, the probes in the prober), compared and timed.
 
-For each file (default: tests/fixtures/correct/block_*.py, submissions/block_lesson*.py and the reference;
---blind adds tests/corpus/block/), both runs, cold, the order alternating: the checks' (id, status, line) and the diagnoses' (cause,
+For each file (default: tests/fixtures/correct/NAME_*.py, submissions/NAME_lesson*.py and the reference, NAME the
+assignment; --blind adds tests/corpus/NAME/), both runs, cold, the order alternating: the checks' (id, status, line) and the diagnoses' (cause,
 line) must be the same. Prints each difference and, last, one JSON line: files compared, files differing, the
-paired medians of the wall times and their ratio. --mutants adds every block mutant (its file exported).
+paired medians of the wall times and their ratio. --mutants adds every mutant of the assignment (its file exported).
 
-    python bench/block_split.py [--quick] [--mutants] [--blind] [--rounds 1] [FILE ...]
+    python bench/block_split.py [--assignment block] [--quick] [--mutants] [--blind] [--rounds 1] [FILE ...]
 """
 from __future__ import annotations
 
@@ -25,9 +25,17 @@ sys.path.insert(0, str(ROOT))
 from harness import api, assignments  # noqa: E402
 from harness.isolation.split import SWITCH  # noqa: E402
 
-CORPUS = sorted((ROOT / "tests/fixtures/correct").glob("block_*.py")) + \
-    sorted((ROOT / "submissions").glob("block_lesson*.py")) + [ROOT / "reference_model/block.py"]
-BLIND = sorted((ROOT / "tests/corpus/block").glob("*/*.py"))        # --blind: the block corpus of tests/corpus
+
+
+def corpus(name: str) -> list[Path]:
+    """The assignment's correct fixtures, lesson files and reference (.py files: a notebook runs in one process)."""
+    return sorted((ROOT / "tests/fixtures/correct").glob(f"{name}_*.py")) + \
+        sorted((ROOT / "submissions").glob(f"{name}_lesson*.py")) + \
+        [ROOT / "reference_model" / assignments.assignment_of(name).reference]
+
+
+def blind(name: str) -> list[Path]:
+    return sorted((ROOT / "tests/corpus" / name).glob("*/*.py"))        # --blind: its corpus of tests/corpus
 
 
 def key(r: dict) -> dict:
@@ -38,17 +46,18 @@ def key(r: dict) -> dict:
             "diagnoses": [(d.get("cause"), line(d.get("location"))) for d in r.get("diagnoses") or ()]}
 
 
-def one(path: Path, split: bool, quick: bool) -> tuple[float, dict]:
+def one(path: Path, split: bool, quick: bool, name: str) -> tuple[float, dict]:
     os.environ[SWITCH] = "trial" if split else "0"
     t = time.perf_counter()
-    r = api.check_file(path, assignment=assignments.BLOCK.name, quick=quick)
+    r = api.check_file(path, assignment=name, quick=quick)
     return time.perf_counter() - t, r
 
 
-def mutant_files(folder: Path) -> list[Path]:
-    from mutants.registry import BLOCK_MUTANTS
+def mutant_files(folder: Path, name: str) -> list[Path]:
+    import importlib
+    where, _, attr = assignments.pack_of(name).mutants.partition(":")
     out = []
-    for m in BLOCK_MUTANTS:
+    for m in getattr(importlib.import_module(where), attr):
         p = folder / f"{m.id}.py"
         p.write_text(m.source())
         out.append(p)
@@ -58,20 +67,24 @@ def mutant_files(folder: Path) -> list[Path]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("--assignment", default=assignments.BLOCK.name, choices=[assignments.BLOCK.name,
+                                                                              assignments.REVERSAL.name])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--mutants", action="store_true")
     ap.add_argument("--blind", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="block-split-"))
-    files = list(a.files or CORPUS) + (BLIND if a.blind else []) + (mutant_files(tmp) if a.mutants else [])
+    name = a.assignment
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}-split-"))
+    files = list(a.files or corpus(name)) + (blind(name) if a.blind else []) + \
+        (mutant_files(tmp, name) if a.mutants else [])
     times: dict = {False: [], True: []}
     differ = []
     for i, f in enumerate(files):
         got = {}
         for r in range(a.rounds):
             for split in ((False, True) if (i + r) % 2 == 0 else (True, False)):
-                took, res = one(f, split, a.quick)
+                took, res = one(f, split, a.quick, name)
                 times[split].append(took)
                 got[split] = key(res)
         same = got[False] == got[True]

@@ -17,7 +17,7 @@ import types
 from ..packs.api import Pack
 from . import on_demand
 from .loader import SubmissionError, _bound, filter_module, read_source
-from .probes.roles import remote
+from .probes.roles import remote, remote_args
 
 REL = "submission.py"       # the copy's name in the server's folder (isolation/split.start_server)
 KINDS = {"ModuleNotFoundError": "missing-module", "SystemExit": "exit-during-load", "TimeoutError": "timeout"}
@@ -61,7 +61,10 @@ def load(path: str, display: str | None, pack: Pack, timeout_s: float, fd: int, 
             client.classes[n] = cls
             setattr(module, n, cls)
         else:
-            setattr(module, n, remote.RemoteCallable(client, n, display))
+            fn = remote.RemoteCallable(client, n, display)
+            if isinstance(info.get("params"), list):        # the student's signature as the server read it
+                fn.__signature__ = remote_args.function_signature(info)
+            setattr(module, n, fn)
     return source, module
 
 

@@ -129,6 +129,8 @@ def guarded_context(Context, StudentError, guard, hidden=None):
 
         def model(self, seed=None, **kw):
             m = Context.model(self, seed, **kw)
+            if getattr(type(m), "__mtxdiag_remote__", False):   # the prober's proxy of a model built in the server
+                return m
             for sub in list(m.modules())[:2000] if isinstance(m, torch.nn.Module) else [m]:
                 grader_reach(guard, "the model", type(sub))
             return m

@@ -292,3 +292,27 @@ class Ops:
                     kw["dropout_p"] = args[4]
                 rec["kwargs"] = kw
             c["records"].append(rec)
+
+
+def signature_of(sig) -> dict:
+    """What the prober reads of a constructor's or function's signature: its named parameters (not *args, **kwargs),
+    whether it takes **kwargs, every name (the first 64), and the plain defaults (None, a bool, a number, a string of
+    at most 200 characters)."""
+    ps = list(sig.parameters.values())
+    return {"params": [p.name for p in ps if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)],
+            "varkw": any(p.kind is p.VAR_KEYWORD for p in ps), "names": [p.name for p in ps][:64],
+            "defaults": {p.name: p.default for p in ps[:64] if p.default is None or type(p.default) in (bool, int, float)
+                         or type(p.default) is str and len(p.default) <= 200}}
+
+
+def unhandle(args, kwargs, module, handle_type) -> tuple:
+    """(args, kwargs) with each module handle replaced by the server's module (`module(h)`), and `back(out)`: the
+    value with a module handed over and returned answered as its handle (train's `return model`), and the mode each
+    module handed over was left in ([[handle, training]]: greedy_decode's eval())."""
+    handed = [x.n for x in list(args) + list((kwargs or {}).values()) if isinstance(x, handle_type)]
+
+    def back(out):
+        out = next((handle_type(h) for h in handed if out is module(h)), out)
+        return out, [[h, bool(module(h).training)] for h in handed]
+    return (tuple(module(a) if isinstance(a, handle_type) else a for a in args),
+            {k: module(v) if isinstance(v, handle_type) else v for k, v in (kwargs or {}).items()}, back)

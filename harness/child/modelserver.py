@@ -33,11 +33,11 @@ import time
 import types
 
 try:
-    from .modelrecord import Ops, Recorder, _file
+    from .modelrecord import Ops, Recorder, _file, signature_of, unhandle
     from .modelwire import Handle, WireError, read, write      # imported as harness.child.modelserver (tests)
 except ImportError:                                             # run as a script, modelwire.py beside it
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    from modelrecord import Ops, Recorder, _file                # type: ignore[no-redef]
+    from modelrecord import Ops, Recorder, _file, signature_of, unhandle    # type: ignore[no-redef]
     from modelwire import Handle, WireError, read, write       # type: ignore[no-redef]
 
 MAX_TEXT = 1000                 # characters of a message the server sends
@@ -217,10 +217,7 @@ class Server:
                "first": code.co_firstlineno if code else None}
         try:
             sig = inspect.signature(cls) if cls is not None else inspect.signature(obj)
-            ans["params"] = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL,
-                                                                                       p.VAR_KEYWORD)]
-            ans["varkw"] = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-            ans["names"] = [p.name for p in sig.parameters.values()][:64]      # *args and **kwargs too
+            ans.update(signature_of(sig))       # params, varkw, names (*args and **kwargs too), plain defaults
         except (TypeError, ValueError):
             ans["params"], ans["varkw"] = [], True
         fwd = getattr(obj, "forward", None) if isinstance(obj, type) else None
@@ -266,6 +263,7 @@ class Server:
                 raise KeyError(f"the module has no submodule {text_of(child, 200)!r}")
             m = subs[child]
         fn = self.targets[target] if target is not None else (m if method == "__call__" else getattr(m, method))
+        args, kwargs, back = unhandle(args, kwargs, self._module, Handle)     # a module built here, by its handle
         versions = [(i, t, t._version) for i, t in enumerate(args) if isinstance(t, torch.Tensor)]
         rec = Recorder(self.root, set(record), m, seen if isinstance(seen, torch.Tensor) else None)
         path = os.path.realpath(os.path.join(self.root, file)) if isinstance(file, str) else ""
@@ -275,9 +273,10 @@ class Server:
             kwargs = None
         with rec, ops, torch.set_grad_enabled(grad is not False):
             out = fn(*args, **(kwargs or {}))
+        out, modes = back(out)      # a module handed over and returned: its handle; the modes they were left in
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         ans = {"value": out, "records": rec.records, "watched": ops.records,
-               "mutated": [[i, t] for i, t, v in versions if t._version != v]}
+               "mutated": [[i, t] for i, t, v in versions if t._version != v], "training": modes}
         if any(t.requires_grad for t in outs):
             n, self.next = self.next, self.next + 1
             self.graphs[n] = outs

@@ -10,6 +10,7 @@ from ...checks import bound
 from ..intercept import watch
 from . import locate
 from .base import Skip, StudentError, check, manual_seed, rnd
+from .block import zero_linears
 from .base import caller_line as _caller_line
 from .common import PAD, VOCAB, batch, eval_model, kwargs_for, ref_loss
 
@@ -20,15 +21,27 @@ def gradient_flow(ctx):
     model.train()
     src, tgt = batch(ctx, 16, seed_offset=7)
     rec = watch(ctx.source.code_path)
-    called = set()                                  # modules that ran during forward
-    hooks = [m.register_forward_hook(lambda mod, a, o: called.add(id(mod))) for m in model.modules()]
-    try:
+    called = set()                                  # modules that ran during forward (a split run's: by name)
+    remote = getattr(type(model), "__mtxdiag_remote__", False)     # built in the model server (issue 45)
+    out = {}
+
+    def run():
         with rec:
-            logits, _ = ctx.forward(model, src, tgt[:, :-1])
-            loss = ref_loss(logits, tgt[:, 1:])
-    finally:
-        for h in hooks:
-            h.remove()
+            out["logits"], _ = ctx.forward(model, src, tgt[:, :-1])
+            out["loss"] = ref_loss(out["logits"], tgt[:, 1:])
+    if remote:      # which modules ran: the server's records of a pass of their own (their hooks' copies would
+        from .roles.remote import records      # be the watch's detach calls at the student's line)
+        with torch.no_grad():
+            called = {r.get("name") for r in records(model, lambda: ctx.forward(model, src, tgt[:, :-1]), ("module",))}
+        run()
+    else:
+        hooks = [m.register_forward_hook(lambda mod, a, o: called.add(id(mod))) for m in model.modules()]
+        try:
+            run()
+        finally:
+            for h in hooks:
+                h.remove()
+    logits, loss = out["logits"], out["loss"]
     if not loss.requires_grad:
         return [check("gradient-flow", "fail", {"without_grad": "all"}, "every parameter gets a gradient",
                       "the loss does not require grad: the whole forward pass is detached or under no_grad",
@@ -38,23 +51,27 @@ def gradient_flow(ctx):
     if float(logits.detach().float().std()) == 0.0:
         # Constant logits at init (a zero-initialised output layer) block every gradient behind it for one
         # step only, legitimately: measure after two optimizer steps instead.
-        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        opt = None if remote else torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         for _ in range(2):
-            opt.step()
-            opt.zero_grad()
+            if remote:
+                model.step(1e-3)            # torch's Adam there, its gradients then cleared
+            else:
+                opt.step()
+                opt.zero_grad()
             logits, _ = ctx.forward(model, src, tgt[:, :-1])
             loss = ref_loss(logits, tgt[:, 1:])
             with ctx.student("loss.backward()"):
                 loss.backward()
     dead, total, dead_n, unused = [], 0, 0, []
-    owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
+    owner = {} if remote else {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
     for n, p in model.named_parameters():
         if not p.requires_grad:
             continue
         total += p.numel()
         if p.grad is None or float(p.grad.abs().sum()) == 0.0:
             # a module that never ran is unused code, not a cut in the gradient's path
-            (unused if id(owner.get(id(p))) not in called and p.grad is None else dead).append(n)
+            ran = n.rpartition(".")[0] in called if remote else id(owner.get(id(p))) in called
+            (unused if not ran and p.grad is None else dead).append(n)
             dead_n += p.numel() if dead and dead[-1] == n else 0
     detach = [c.line for c in rec.of("detach") if c.line]
     if not dead and unused:
@@ -93,12 +110,8 @@ def residual(ctx):
         manual_seed(ctx.seed)
         with ctx.student(f"{name}(64, 4, 256)"):
             layer = cls(64, 4, 256, **kwargs_for(cls, dropout=0.0)).to(ctx.device).eval()
+        zero_linears(layer)             # a layer built in the model server: assigned there
         with torch.no_grad():
-            for m in layer.modules():
-                if isinstance(m, torch.nn.Linear):
-                    m.weight.zero_()
-                    if m.bias is not None:
-                        m.bias.zero_()
             with ctx.student(f"{name}.forward"):
                 out = layer(x) if name == "EncoderLayer" else layer(x, mem)
         out = out[0] if isinstance(out, (tuple, list)) else out

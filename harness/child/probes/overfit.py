@@ -28,15 +28,21 @@ def overfit(ctx):
     model = ctx.model(**kwargs_for(cls, dropout=0.0))
     model.train()
     src, tgt = batch(ctx, value("overfit", "batch"), seed_offset=20)
-    opt = adam(model.parameters(), lr=value("overfit", "lr"))
+    # a model built in the model server (a split run): its gradient goes back there and torch's Adam steps there
+    remote = getattr(type(model), "__mtxdiag_remote__", False)
+    opt = None if remote else adam(model.parameters(), lr=value("overfit", "lr"))
     curve = []
     with ctx.student("overfit one batch", seconds=ctx.budget(30)):
         for step in range(1, OVERFIT_MAX_STEPS + 1):
             logits, _ = model(src, tgt[:, :-1])
             loss = ref_loss(logits, tgt[:, 1:])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if remote:
+                loss.backward()
+                model.step(value("overfit", "lr"))      # then its gradients cleared there
+            else:
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
             curve.append(float(loss.detach()))
             if not math.isfinite(curve[-1]) or curve[-1] < OVERFIT_PASS:
                 break

@@ -15,7 +15,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from ...checks import bound, num, value
 from ..intercept import StepLosses, watch
 from . import locate
-from .base import StudentError, check, manual_seed, rnd
+from .base import Skip, StudentError, check, manual_seed, rnd
 from .base import caller_line as _caller_line
 from .common import PAD, default, kwargs_for, small_model
 from .train_forwards import ForwardTap, runs_model_check
@@ -209,6 +209,10 @@ def _low_lr_line(min_peak, peak, mech, lr_line, sched_line):
 
 def trace(ctx):
     fn = ctx.need("train")
+    from .roles.remote import RemoteCallable
+    if isinstance(fn, RemoteCallable):      # split (issue 45): its optimizer's steps happen in the model server
+        raise Skip("the training trace is not measured over the model server yet: train() runs there and its "
+                   "optimizer's steps, gradients and schedule are not recorded back (issue 45's trial)")
     warmup = default(fn, "warmup", 400)
     warmup = int(warmup) if isinstance(warmup, (int, float)) else 400
     steps = max(20, min(warmup + 40, 2000))

@@ -31,4 +31,5 @@ PACK = Pack(
     submission="file",
     probes="harness.child.probes.reversal_plan:PROBES",
     mutants="mutants.registry:REVERSAL_MUTANTS",
+    split="trial",          # its probes over the model server (issue 45) while compared with the in-process path
 )

@@ -20,7 +20,7 @@ import torch
 
 from ... import modelwire as wire
 from ..base import SEEDINGS
-from . import remote_ops
+from . import remote_args, remote_ops
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
 KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen", "inputs")
@@ -163,8 +163,7 @@ def remote_class(client: Client, component: str, info: dict, shown: str | None, 
     """The class standing for the student's class `info["owner"]` (its name, signature, file) in the server;
     `methods`: with `__init__` and `forward` carrying the student's signatures (a one-file pack's probes read them
     on the class)."""
-    params = [p for p in info.get("params") or () if isinstance(p, str) and p.isidentifier()]
-    ps = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for p in params]
+    ps = remote_args.parameters(info)          # the student's, their plain defaults as the server read them
     if info.get("varkw") or not info.get("params"):
         ps.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
     name = info.get("owner") if isinstance(info.get("owner"), str) and info["owner"].isidentifier() else "Remote"
@@ -217,7 +216,8 @@ def call(client: Client, args, kwargs, child: str | None = None, **req):
         extra.update(watch=[remote_ops.config(r) for r in recs], file=client.code_rel)
     if not torch.is_grad_enabled():
         extra["grad"] = False       # as the probe runs: no graph kept there for a pass that cannot go back
-    ans = client.request("call", args=tuple(args), kwargs=kwargs, record=kinds, **extra, **req)
+    args, kwargs, handed = remote_args.send(client, args, kwargs)    # a module built there: by its handle
+    ans = client.request("call", args=args, kwargs=kwargs, record=kinds, **extra, **req)
     for i, t in ans.get("mutated") or ():      # the student's forward changed an input in place: so here
         if type(i) is int and 0 <= i < len(args) and isinstance(args[i], torch.Tensor) and \
                 isinstance(t, torch.Tensor) and t.shape == args[i].shape:
@@ -228,7 +228,7 @@ def call(client: Client, args, kwargs, child: str | None = None, **req):
         out.extend(r for r in got if r["op"] in ks or (r["op"] == "sdpa" and "dropout" in ks))
     if recs:
         remote_ops.merge(client, recs, ans.get("watched"))
-    value = ans.get("value")
+    value = remote_args.returned(ans, handed)       # and the mode each module handed over was left in
     graph = ans.get("graph")
     if type(graph) is int:
         value = _with_graph(client, graph, value)
@@ -374,6 +374,9 @@ class RemoteModule:
 
     def parameters(self):
         return iter(p for _, p in self.named_parameters())
+
+    def zero_grad(self, set_to_none: bool = True) -> None:     # the module's own, run there
+        self._call("zero_grad", (), {"set_to_none": bool(set_to_none)})
 
     def assign(self, values: dict) -> None:
         """Each named parameter's data replaced in the server by the value given (its shape kept)."""
