@@ -208,6 +208,9 @@ def _import_dirs() -> list[str]:
         except KeyError:
             pass
     skip = {"", "/", os.getcwd(), os.path.expanduser("~")}
+    import tempfile         # the runs' scratch folders (/tmp/mtxdiag-*) live there: never bound into a sandbox
+    scratch = os.path.realpath(tempfile.gettempdir())
+    skip |= {scratch, "/tmp", "/var/tmp", "/dev/shm"}
     first = sys.path[0] if sys.path else ""
     for i, p in enumerate(sys.path):
         if i == 0 and "site-packages" not in first and "dist-packages" not in first:
@@ -219,7 +222,8 @@ def _import_dirs() -> list[str]:
     for c in cands:
         if c and os.path.exists(c):
             out.append(os.path.realpath(c))
-    return [p for p in dict.fromkeys(out) if p not in {os.path.realpath(s) for s in skip}]
+    skipped = {os.path.realpath(s) for s in skip if s}
+    return [p for p in dict.fromkeys(out) if p not in skipped and not scratch.startswith(p.rstrip("/") + "/")]
 
 
 def _python_dirs() -> list[str]:

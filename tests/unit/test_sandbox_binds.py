@@ -58,3 +58,16 @@ def test_a_checkout_is_never_bound(tmp_path, monkeypatch):
     bound = sandbox._python_dirs()
     assert not any(_under(str(repo), b) or _under(b, str(repo)) for b in bound), bound
     assert sandbox._mask_dirs(bound) == []
+
+
+def test_the_temporary_folder_is_never_an_import_folder_bound_into_a_sandbox(monkeypatch, tmp_path):
+    """A grading process with /tmp on sys.path (a script of the instructor's, a PYTHONPATH entry) must not bind
+    the host's /tmp (every run's /tmp/mtxdiag-* folder) into every sandbox; a folder below it (a venv made there)
+    still is bound."""
+    import tempfile
+    venv_site = tmp_path / "venv" / "lib" / "site-packages"
+    venv_site.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [sys.path[0], "/tmp", tempfile.gettempdir(), str(venv_site)] + sys.path[1:])
+    dirs = sandbox._import_dirs()
+    assert "/tmp" not in dirs and os.path.realpath(tempfile.gettempdir()) not in dirs, dirs
+    assert os.path.realpath(venv_site) in dirs
