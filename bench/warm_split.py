@@ -54,7 +54,7 @@ def make_class(root: Path, copies: int, mutants: int, name: str = PACK.name) -> 
     exported = root / "exported"
     subprocess.run([sys.executable, "-m", "harness", "mutants", "export", "--assignment", name, str(exported)],
                    check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL)
-    for d in sorted(exported.iterdir())[:mutants]:
+    for d in sorted(p for p in exported.iterdir() if p.is_dir() or p.suffix == ".py")[:mutants]:
         if d.is_dir():
             shutil.copytree(d, klass / f"mut_{d.name}")
         elif d.suffix == ".py":
@@ -102,6 +102,10 @@ def main() -> None:
             times[key].append(took)
             print(f"round {i + 1} grade {key}: {took:.2f} s ({len(got[key])} students)", flush=True)
         same = same and got["before"] == got["after"] and len(got["after"]) == a.copies + a.mutants
+        for who in sorted(set(got["before"]) | set(got["after"])):
+            b, f = set(got["before"].get(who, [])), set(got["after"].get(who, []))
+            if b != f:
+                print(f"  {who}: only before {sorted(b - f, key=str)}; only after {sorted(f - b, key=str)}", flush=True)
     one = {"cold": [], "warm": []}
     folder = klass / ("ref_00" if a.assignment == PACK.name else "ref_00.py")
     name = a.assignment

@@ -11,21 +11,16 @@ probes its golden fails and those whose cache they read (block-causal-off).
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from harness.child import file_remote
 from harness.child.probes import block_plan
 from harness.child.probes.base import Context, Skip, StudentError, seed_all
 from harness.isolation import sandbox, split
 from harness.packs.block.pack import PACK
 from harness.protocol import Limits
+from served_file import served
 from mutants.registry import BLOCK_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,32 +60,8 @@ def test_the_prober_never_runs_the_block_file_and_measures_the_same(tmp_path, ca
                p.id == "block-structure" and "ffn-nonlinear" in failing} & ids
         assert failing, f"{case}'s golden fails no check"
     probes = [p for p in block_plan.PROBES if p.id in ids]
-    work = tmp_path / "run"
-    work.mkdir()
-    (work / "submission.py").write_text(text)
-    mine, theirs = socket.socketpair()
-    proc = split.start_server(work, theirs, Limits(), sandbox.mode("auto"), "cpu", "test-token", None,
-                              subprocess.DEVNULL, subprocess.DEVNULL)
-    theirs.close()
-    seen: set = set()
-    roots = (str(work / "server"), str(work / "submission.py"), os.path.realpath(work))
-
-    def profile(frame, event, arg):
-        if frame.f_code.co_filename.startswith(roots):
-            seen.add(frame.f_code.co_filename)
-    sys.setprofile(profile)
-    threading.setprofile(profile)
-    try:
-        source, module = file_remote.load(str(work / "submission.py"), "submission.py", PACK, 30, mine.fileno())
+    with served(tmp_path, text, PACK) as (source, module):
         got = _run(probes, Context(module, source, PACK.name, quick=True))
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
-        mine.close()
-        proc.wait(timeout=30)
-    here = [n for n, m in list(sys.modules.items()) if str(getattr(m, "__file__", "") or "").startswith(roots)]
-    assert seen == set(), f"the prober ran the submission's code: {sorted(seen)}"
-    assert here == [], f"the prober imported the submission: {here}"
     assert got == {k: v for k, v in want.items() if k in got}, got
     assert set(got) >= {k for k in want if k != "block-lm" and (k in ids or k == "ffn-nonlinear" and
                                                                 "block-structure" in ids)}

@@ -12,19 +12,13 @@ overfit run.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
-from harness.child import file_remote
 from harness.child.probes import reversal_plan
 from harness.child.probes.base import Context, Skip, StudentError, seed_all
-from harness.isolation import sandbox, split
+from harness.isolation import split
 from harness.packs.reversal.pack import PACK
-from harness.protocol import Limits
+from served_file import served
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "unit" / "goldens" / "reference__reversal.json"
@@ -55,32 +49,8 @@ def test_the_reversal_reference_split_gives_the_in_process_checks(tmp_path):
     want = {c["id"]: (c["status"], (c.get("location") or {}).get("line")) for c in payload["checks"]}
     probes = [p for p in reversal_plan.PROBES if p.id in MATCHING]
     assert len(probes) == len(MATCHING)
-    work = tmp_path / "run"
-    work.mkdir()
-    (work / "submission.py").write_text((ROOT / "reference_model" / "reversal.py").read_text())
-    mine, theirs = socket.socketpair()
-    proc = split.start_server(work, theirs, Limits(), sandbox.mode("auto"), "cpu", "test-token", None,
-                              subprocess.DEVNULL, subprocess.DEVNULL)
-    theirs.close()
-    seen: set = set()
-    roots = (str(work / "server"), str(work / "submission.py"), os.path.realpath(work))
-
-    def profile(frame, event, arg):
-        if frame.f_code.co_filename.startswith(roots):
-            seen.add(frame.f_code.co_filename)
-    sys.setprofile(profile)
-    threading.setprofile(profile)
-    try:
-        source, module = file_remote.load(str(work / "submission.py"), "submission.py", PACK, 30, mine.fileno())
+    with served(tmp_path, (ROOT / "reference_model" / "reversal.py").read_text(), PACK) as (source, module):
         got = _checks(probes, Context(module, source, PACK.name, quick=True))
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
-        mine.close()
-        proc.wait(timeout=30)
-    here = [n for n, m in list(sys.modules.items()) if str(getattr(m, "__file__", "") or "").startswith(roots)]
-    assert seen == set(), f"the prober ran the submission's code: {sorted(seen)}"
-    assert here == [], f"the prober imported the submission: {here}"
     both = [k for k in got if k in want]    # causal-leak-train's check is newer than the golden
     assert len(both) >= 25, got             # every check of those probes came back (pe's two, data's two, decode's)
     assert {k: got[k] for k in both} == {k: want[k] for k in both}, got
