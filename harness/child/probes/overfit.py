@@ -10,6 +10,7 @@ import math
 from ...checks import bound, value
 from .base import check, rnd
 from .common import adam, batch, kwargs_for, ref_loss
+from .roles.remote import is_remote
 
 # declared in checks.py with their calibration (the report's texts render the same values)
 OVERFIT_PASS = bound("overfit").hi                          # memorised: the pass line
@@ -29,7 +30,7 @@ def overfit(ctx):
     model.train()
     src, tgt = batch(ctx, value("overfit", "batch"), seed_offset=20)
     # a model built in the model server (a split run): its gradient goes back there and torch's Adam steps there
-    remote = getattr(type(model), "__mtxdiag_remote__", False)
+    remote = is_remote(model)
     opt = None if remote else adam(model.parameters(), lr=value("overfit", "lr"))
     curve = []
     with ctx.student("overfit one batch", seconds=ctx.budget(30)):
