@@ -3,6 +3,7 @@ run_child, parameter_order, course's parameter writes): the server's side measur
 on the same module, and the prober's side against a fake server that answers what a hostile one could."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -95,14 +96,21 @@ def _proxy(answers, params=None, names=None):
     cls = remote.remote_class(client, "Block", info, None)
     got: list = []
 
+    mine = os.dup(b.fileno())   # this thread's own descriptor: a number the next test cannot be given while it runs
+
     def run():
-        for make in [lambda r: {"handle": 3}] + list(answers):
-            try:
-                req = wire.read(b.fileno(), None)
-            except (EOFError, OSError):         # the test ended without this request
-                return
-            got.append(req)
-            wire.write(b.fileno(), dict(make(req), id=req.get("id")))
+        try:
+            for make in [lambda r: {"handle": 3}] + list(answers):
+                try:
+                    req = wire.read(mine, None)
+                except (EOFError, OSError):         # the test ended without this request
+                    return
+                got.append(req)
+                wire.write(mine, dict(make(req), id=req.get("id")))
+        except OSError:                             # the test ended while it answered
+            return
+        finally:
+            os.close(mine)
     threading.Thread(target=run, daemon=True).start()
     return cls, got, (a, b)
 
