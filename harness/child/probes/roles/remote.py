@@ -19,6 +19,7 @@ import torch
 from ... import modelwire as wire
 from ..base import SEEDINGS
 from . import remote_args, remote_ops
+from .remote_ops import Memo
 
 REQUEST_TIMEOUT_S = 60.0        # one request's answer (a forward of the course's small models takes ms)
 KINDS = ("softmax", "dropout", "mask", "module", "sdpa", "child", "seen", "inputs")
@@ -44,7 +45,7 @@ class Unsendable(Exception):
     """The prober asked for something the wire cannot carry (a probe's own fault, not the student's)."""
 
 
-_TYPES: dict = {}
+_TYPES: dict = Memo()      # a cache: it fills during a student's call (Memo)
 
 
 def failure_type(name: str) -> type:
