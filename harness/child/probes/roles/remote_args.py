@@ -14,7 +14,8 @@ MAX_TEXT = 200          # characters of a string default
 
 def _proxy(x) -> bool:
     """A module built in the server (roles/remote.RemoteModule: its type says so; type() is not its __class__)."""
-    return getattr(type(x), "__mtxdiag_remote__", False) is True      # then its client's identity is compared
+    from .remote import is_remote
+    return is_remote(x)
 
 
 def send(client, args, kwargs) -> tuple:
