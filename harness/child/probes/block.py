@@ -26,7 +26,6 @@ import torch
 from ..intercept import watch
 from .base import StudentError, manual_seed, rnd
 from .common import accepts, kwargs_for
-from .roles.remote import is_remote
 
 
 # ---------------------------------------------------------------------------
@@ -68,7 +67,7 @@ def make_mha(ctx, d_model, n_heads, seed=None):
 def zero_linears(block) -> int:
     """Every nn.Linear's weight and bias set to 0 (a block in the model server: assigned there); how many."""
     lins = {n for n, m in block.named_modules() if isinstance(m, torch.nn.Linear)}
-    if is_remote(block):
+    if getattr(type(block), "__mtxdiag_remote__", False):
         block.assign({k: torch.zeros_like(p) for k, p in block.named_parameters()
                       if k.rpartition(".")[0] in lins and k.rpartition(".")[2] in ("weight", "bias")})
         return len(lins)

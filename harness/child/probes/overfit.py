@@ -10,7 +10,6 @@ import math
 from ...checks import bound, value
 from .base import check, rnd
 from .common import adam, batch, kwargs_for, ref_loss
-from .roles.remote import is_remote
 
 # declared in checks.py with their calibration (the report's texts render the same values)
 OVERFIT_PASS = bound("overfit").hi                          # memorised: the pass line
@@ -30,7 +29,7 @@ def overfit(ctx):
     model.train()
     src, tgt = batch(ctx, value("overfit", "batch"), seed_offset=20)
     # a model built in the model server (a split run): its gradient goes back there and torch's Adam steps there
-    remote = is_remote(model)
+    remote = getattr(type(model), "__mtxdiag_remote__", False)
     opt = None if remote else adam(model.parameters(), lr=value("overfit", "lr"))
     curve = []
     with ctx.student("overfit one batch", seconds=ctx.budget(30)):

@@ -18,7 +18,6 @@ import torch
 from ...readable import cut
 from .base import Skip, StudentError, check, rnd
 from .common import batch, eval_model
-from .roles.remote import is_remote
 
 AFFINE_TOL = 1e-4     # float32 noise of an affine map ~1e-7; a ReLU/GELU feed-forward at init gives ~0.1-1
 
@@ -131,7 +130,7 @@ def _affine_check(ctx, model, run) -> dict:
         if len(args) == 1 and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor) \
                 and out.shape == args[0].shape and id(m) not in inputs:
             inputs[id(m)] = args[0].detach()
-    if is_remote(model):     # built in the model server: its record of the same
+    if getattr(type(model), "__mtxdiag_remote__", False):     # built in the model server: its record of the same
         got = model.first_inputs(run)
         inputs.update({id(m): got[n] for n, m in model.named_modules() if n in got and any(m is c for c in cands)})
     else:

@@ -271,6 +271,7 @@ class _Remote(torch.autograd.Function):
 
 class RemoteModule:
     """A module built in the server: called and read by request."""
+    __mtxdiag_remote__ = True       # what a probe outside roles/ asks (probes/block.py, structure.py)
 
     def __init__(self, client: Client, handle: int, cls: type):
         self._client, self._h, self._cls = client, handle, cls
@@ -417,8 +418,7 @@ def parameter_names(cls) -> list | None:
 
 
 def is_remote(obj) -> bool:
-    """Built in the server (a RemoteModule, a proxy class's object): by type(), which `__class__` cannot fake."""
-    return issubclass(type(obj), RemoteModule) or issubclass(type(type(obj)), RemoteMeta)
+    return isinstance(obj, RemoteModule) or isinstance(type(obj), RemoteMeta)
 
 
 def file_rel(module) -> str | None:
