@@ -6,9 +6,7 @@ or a RemoteFunction (a method target: `__mtxdiag_owner__` is its class). A Remot
 evaluated, read (`state_dict`, `named_parameters`: copies) and written (`load_state_dict`) by request; what comes
 back is values only, checked by the wire's reader (modelwire.read) and here: a line the server names must be in
 the file's length, a message is cut, a record has the fields of its kind. What the server says is evidence: it
-locates or explains, it never decides (the probes compare the values themselves).
-
-A float output that the server keeps a graph of comes back through `_Remote` (an autograd Function): a local
+locates or explains, it never decides (the probes compare the values themselves). A float output that the server keeps a graph of comes back through `_Remote` (an autograd Function): a local
 backward sends the gradient to the server, whose parameters then hold their gradients (`named_parameters`).
 """
 from __future__ import annotations
